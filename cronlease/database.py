@@ -1,0 +1,134 @@
+"""Engines for the lease store: URL defaults, drivers and per-backend connection settings.
+
+- A bare ``postgresql://`` URL means psycopg 3; ``mysql://`` and ``mariadb://`` mean PyMySQL.
+- PostgreSQL runs lease statements in autocommit (each is one atomic statement),
+  so no transaction is held open and losers never see serialization failures.
+- SQLite uses WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for every transaction:
+  a deferred transaction that later wants to write can fail at once with
+  "database is locked" instead of waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError
+
+from cronlease.errors import ConfigError
+
+__all__ = ["DEFAULT_URL", "create_store_engine", "normalize_url", "redact"]
+
+DEFAULT_URL = "sqlite:///cronlease.db"
+CONNECT_TIMEOUT = 5
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# A replica holds at most one connection per concurrently running task (the
+# heartbeat thread included) and returns it as soon as the statement is done.
+POOL_SIZE = 4
+MAX_OVERFLOW = 8
+
+logger = logging.getLogger("cronlease")
+
+_DRIVERS = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
+}
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Parse ``url`` and pick cronlease's default driver for a bare backend name."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"database URL {redact(str(url))!r} is not a valid URL") from exc
+    driver = _DRIVERS.get(parsed.drivername)
+    if driver is not None:
+        parsed = parsed.set(drivername=driver)
+    return parsed
+
+
+def redact(url: str | URL) -> str:
+    """The URL with its password hidden, for logs and pages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<invalid URL>"
+
+
+def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
+    """An engine configured for lease statements on ``url`` (default SQLite file)."""
+    parsed = normalize_url(url or DEFAULT_URL)
+    backend = parsed.get_backend_name()
+    try:
+        if backend == "sqlite":
+            return _sqlite_engine(parsed, **options)
+        if backend == "postgresql":
+            connect_args = {"connect_timeout": CONNECT_TIMEOUT, **options.pop("connect_args", {})}
+            return create_engine(
+                parsed,
+                isolation_level="AUTOCOMMIT",
+                pool_size=POOL_SIZE,
+                max_overflow=MAX_OVERFLOW,
+                pool_timeout=10,
+                connect_args=connect_args,
+                **options,
+            )
+        if backend in ("mysql", "mariadb"):
+            connect_args = {
+                "connect_timeout": CONNECT_TIMEOUT,
+                # lease times are epoch seconds from the server clock in UTC
+                "init_command": "SET time_zone = '+00:00'",
+                **options.pop("connect_args", {}),
+            }
+            return create_engine(
+                parsed,
+                isolation_level="READ COMMITTED",
+                pool_size=POOL_SIZE,
+                max_overflow=MAX_OVERFLOW,
+                pool_timeout=10,
+                pool_recycle=3600,
+                connect_args=connect_args,
+                **options,
+            )
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"the driver for {redact(parsed)!r} is not installed ({exc.name}); "
+            "for MySQL/MariaDB install cronlease[mysql]"
+        ) from exc
+    except ArgumentError as exc:
+        raise ConfigError(f"database URL {redact(parsed)!r}: {exc}") from exc
+    raise ConfigError(
+        f"cronlease does not support {backend!r} databases: use SQLite, PostgreSQL or MySQL/MariaDB"
+    )
+
+
+def _sqlite_engine(url: URL, **options: Any) -> Engine:
+    if url.database in (None, "", ":memory:") or "mode=memory" in str(url):
+        # Each pooled connection would see its own empty database.
+        raise ConfigError(
+            "an in-memory SQLite database cannot hold leases: use a file, e.g. sqlite:///cronlease.db"
+        )
+    connect_args = {"check_same_thread": False, **options.pop("connect_args", {})}
+    engine = create_engine(url, connect_args=connect_args, **options)
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event issue BEGIN instead of pysqlite's own logic.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine

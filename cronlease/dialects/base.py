@@ -1,0 +1,271 @@
+"""What every backend's statements module provides, and the statements they share.
+
+Each backend module builds its statements once, at import, with SQLAlchemy
+Core, from one expression for the database clock (epoch seconds as a double).
+Every method takes an open :class:`~sqlalchemy.engine.Connection` and owns its
+transaction: backends that run in autocommit (PostgreSQL) use one statement
+per method, so the ``with conn.begin()`` blocks cost nothing there.
+Driver exceptions propagate; :class:`cronlease.store.LeaseStore` wraps them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    ColumnElement,
+    Double,
+    Integer,
+    String,
+    and_,
+    bindparam,
+    case,
+    delete,
+    literal,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection
+
+from cronlease.model import AcquireRequest, LeaseInfo, RunRecord
+from cronlease.schema import leases, runs
+
+__all__ = ["Statements"]
+
+name_param = bindparam("b_name", type_=String)
+fence_param = bindparam("b_fence", type_=BigInteger)
+slot_param = bindparam("b_slot", type_=BigInteger)
+run_slot_param = bindparam("b_run_slot", type_=BigInteger)
+manual_param = bindparam("b_manual", type_=Boolean)
+ttl_param = bindparam("b_ttl", type_=Double)
+
+
+def acquire_params(request: AcquireRequest, nonce_holder: str) -> dict[str, Any]:
+    return {
+        "b_name": request.name,
+        "b_holder": nonce_holder,
+        "b_slot": request.slot,
+        "b_run_slot": request.slot,
+        "b_scheduled_for": request.slot / 1000.0,
+        "b_ttl": request.ttl,
+        "b_tolerance": request.tolerance,
+        "b_fingerprint": request.fingerprint,
+        "b_manual": request.manual,
+    }
+
+
+class Statements(ABC):
+    """The lease and history statements of one backend."""
+
+    #: SQLAlchemy dialect names this module serves
+    dialect_names: tuple[str, ...] = ()
+
+    def __init__(self, now: ColumnElement[float]) -> None:
+        self.now = now
+        lease_is_ours = and_(leases.c.name == name_param, leases.c.fence == fence_param)
+        self._heartbeat = (
+            update(leases).where(lease_is_ours).values(expires_at=now + ttl_param)
+        )
+        # 1 ms in the past: with the strict '<' of the lease rule and a millisecond
+        # clock, an immediate re-acquire would otherwise often fail.
+        self._release = update(leases).where(lease_is_ours).values(expires_at=now - 0.001)
+        self._finish_run = (
+            update(runs)
+            .where(
+                runs.c.name == name_param,
+                runs.c.slot == run_slot_param,
+                runs.c.manual == manual_param,
+                runs.c.fence == fence_param,
+                runs.c.outcome.in_(["running", "abandoned"]),
+            )
+            .values(
+                # A run marked abandoned while it was still going had lost its lease.
+                outcome=case(
+                    (runs.c.outcome == "abandoned", literal("lost")),
+                    else_=bindparam("b_outcome", type_=String),
+                ),
+                finished_at=now,
+                error=bindparam("b_error", type_=String),
+            )
+        )
+        self._abandon = (
+            update(runs)
+            .where(
+                runs.c.name == name_param,
+                runs.c.outcome == "running",
+                runs.c.fence < fence_param,
+            )
+            .values(outcome="abandoned", error="its holder stopped renewing the lease")
+        )
+        self._resume = update(leases).where(leases.c.name == name_param).values(paused=False)
+        self._owner = select(leases.c.fence).where(
+            leases.c.name == name_param,
+            leases.c.holder == bindparam("b_holder", type_=String),
+            leases.c.slot == slot_param,
+        )
+        self._owner_manual = select(leases.c.fence).where(
+            leases.c.name == name_param, leases.c.holder == bindparam("b_holder", type_=String)
+        )
+        self._now = select(now)
+        self._lease_columns = [
+            leases.c.name,
+            leases.c.holder,
+            leases.c.fence,
+            leases.c.slot,
+            leases.c.acquired_at,
+            leases.c.expires_at,
+            leases.c.paused,
+            leases.c.fingerprint,
+        ]
+        self._all_leases = select(*self._lease_columns).order_by(leases.c.name)
+        self._some_leases = (
+            select(*self._lease_columns)
+            .where(leases.c.name.in_(bindparam("b_names", expanding=True)))
+            .order_by(leases.c.name)
+        )
+        self._history = (
+            select(
+                runs.c.name,
+                runs.c.slot,
+                runs.c.manual,
+                runs.c.fence,
+                runs.c.holder,
+                runs.c.scheduled_for,
+                runs.c.started_at,
+                runs.c.finished_at,
+                runs.c.outcome,
+                runs.c.error,
+            )
+            .where(runs.c.name == name_param)
+            .order_by(runs.c.started_at.desc(), runs.c.slot.desc())
+            .limit(bindparam("b_limit", type_=Integer))
+        )
+        self._prune = delete(runs).where(
+            runs.c.started_at < now - bindparam("b_max_age", type_=Double),
+            runs.c.outcome != "running",
+        )
+
+    # --- backend-specific -------------------------------------------------
+
+    @abstractmethod
+    def acquire(self, conn: Connection, request: AcquireRequest, nonce_holder: str) -> int | None:
+        """Take the lease for ``request`` in one atomic step; return the new fence or None.
+
+        On success the run is recorded as ``running`` and runs of earlier fences
+        still ``running`` become ``abandoned``, atomically with the acquisition.
+        """
+
+    @abstractmethod
+    def set_paused(self, conn: Connection, name: str) -> None:
+        """Set the paused flag, creating the row for a task that never ran."""
+
+    # --- shared -----------------------------------------------------------
+
+    def finish(
+        self,
+        conn: Connection,
+        *,
+        name: str,
+        run_slot: int,
+        manual: bool,
+        fence: int,
+        outcome: str,
+        error: str | None,
+        release: bool,
+    ) -> None:
+        """Record the run's outcome; with ``release``, free the lease for the next slot."""
+        with conn.begin():
+            conn.execute(
+                self._finish_run,
+                {
+                    "b_name": name,
+                    "b_run_slot": run_slot,
+                    "b_manual": manual,
+                    "b_fence": fence,
+                    "b_outcome": outcome,
+                    "b_error": error,
+                },
+            )
+            if release:
+                conn.execute(self._release, {"b_name": name, "b_fence": fence})
+
+    def heartbeat(self, conn: Connection, name: str, fence: int, ttl: float) -> bool:
+        with conn.begin():
+            result = conn.execute(self._heartbeat, {"b_name": name, "b_fence": fence, "b_ttl": ttl})
+            return bool(result.rowcount)
+
+    def release(self, conn: Connection, name: str, fence: int) -> bool:
+        with conn.begin():
+            return bool(conn.execute(self._release, {"b_name": name, "b_fence": fence}).rowcount)
+
+    def resume(self, conn: Connection, name: str) -> None:
+        with conn.begin():
+            conn.execute(self._resume, {"b_name": name})
+
+    def owner_fence(
+        self, conn: Connection, name: str, nonce_holder: str, slot: int, manual: bool
+    ) -> int | None:
+        """The fence if the row still carries this attempt's nonce (outcome unknown)."""
+        with conn.begin():
+            if manual:
+                row = conn.execute(
+                    self._owner_manual, {"b_name": name, "b_holder": nonce_holder}
+                ).first()
+            else:
+                row = conn.execute(
+                    self._owner, {"b_name": name, "b_holder": nonce_holder, "b_slot": slot}
+                ).first()
+            return None if row is None else int(row[0])
+
+    def database_time(self, conn: Connection) -> float:
+        with conn.begin():
+            return float(conn.execute(self._now).scalar_one())
+
+    def leases(self, conn: Connection, names: Sequence[str] | None) -> list[LeaseInfo]:
+        with conn.begin():
+            if names is None:
+                rows = conn.execute(self._all_leases).all()
+            elif not names:
+                return []
+            else:
+                rows = conn.execute(self._some_leases, {"b_names": list(names)}).all()
+        return [
+            LeaseInfo(
+                name=row.name,
+                holder=row.holder,
+                fence=int(row.fence),
+                slot=int(row.slot),
+                acquired_at=float(row.acquired_at),
+                expires_at=float(row.expires_at),
+                paused=bool(row.paused),
+                fingerprint=row.fingerprint,
+            )
+            for row in rows
+        ]
+
+    def history(self, conn: Connection, name: str, limit: int) -> list[RunRecord]:
+        with conn.begin():
+            rows = conn.execute(self._history, {"b_name": name, "b_limit": limit}).all()
+        return [
+            RunRecord(
+                name=row.name,
+                slot=int(row.slot),
+                manual=bool(row.manual),
+                fence=int(row.fence),
+                holder=row.holder,
+                scheduled_for=float(row.scheduled_for),
+                started_at=float(row.started_at),
+                finished_at=None if row.finished_at is None else float(row.finished_at),
+                outcome=row.outcome,
+                error=row.error,
+            )
+            for row in rows
+        ]
+
+    def prune(self, conn: Connection, max_age: float) -> int:
+        with conn.begin():
+            return int(conn.execute(self._prune, {"b_max_age": max_age}).rowcount)

@@ -1,0 +1,137 @@
+"""Values passed between the scheduler and the lease store, checked where they are made."""
+
+from __future__ import annotations
+
+import math
+import time
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Literal
+
+from cronlease.errors import ConfigError
+from cronlease.schema import MAX_ERROR_LENGTH, MAX_HOLDER_LENGTH, MAX_NAME_LENGTH
+
+__all__ = [
+    "FINAL_OUTCOMES",
+    "AcquireRequest",
+    "Lease",
+    "LeaseInfo",
+    "Outcome",
+    "RunRecord",
+    "check_task_name",
+    "truncate_error",
+]
+
+Outcome = Literal[
+    "running", "succeeded", "failed", "lost", "timed_out", "interrupted", "abandoned"
+]
+FINAL_OUTCOMES: frozenset[str] = frozenset(
+    {"succeeded", "failed", "lost", "timed_out", "interrupted"}
+)
+MAX_TTL_SECONDS = 86400.0
+
+
+def check_task_name(name: object) -> str:
+    """Return ``name`` if it can be stored verbatim as a task name, else raise ConfigError."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"a task name must be a non-empty string, got {name!r}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ConfigError(
+            f"task name {name[:40]!r}... is {len(name)} characters long; "
+            f"at most {MAX_NAME_LENGTH} fit (namespace included)"
+        )
+    if name != name.strip():
+        # MySQL ignores trailing spaces when comparing: 'a' and 'a ' would share a lease.
+        raise ConfigError(f"task name {name!r} must not start or end with white space")
+    if any(unicodedata.category(char) == "Cc" for char in name):
+        raise ConfigError(f"task name {name!r} must not contain control characters")
+    return name
+
+
+def truncate_error(text: str | None) -> str | None:
+    """Bound an error summary to what the history table keeps, keeping its end."""
+    if text is None or len(text) <= MAX_ERROR_LENGTH:
+        return text
+    return "..." + text[-(MAX_ERROR_LENGTH - 3) :]
+
+
+@dataclass(frozen=True)
+class AcquireRequest:
+    """One attempt to take a task's lease for one slot.
+
+    ``holder`` is the replica's holder id; the store appends a fresh nonce per
+    attempt. ``tolerance`` is how far (seconds) the slot may lie ahead of the
+    database clock. A ``manual`` request (run now) ignores and keeps the slot
+    cursor; its ``slot`` only identifies the run in history.
+    """
+
+    name: str
+    slot: int
+    ttl: float
+    holder: str
+    tolerance: float = 0.0
+    fingerprint: str | None = None
+    manual: bool = False
+
+    def __post_init__(self) -> None:
+        check_task_name(self.name)
+        if isinstance(self.slot, bool) or not isinstance(self.slot, int) or self.slot < 0:
+            raise ConfigError(f"slot must be a non-negative integer, got {self.slot!r}")
+        if not (0 < self.ttl <= MAX_TTL_SECONDS) or math.isnan(self.ttl):
+            raise ConfigError(f"lease ttl must be in (0, {MAX_TTL_SECONDS:g}] seconds, got {self.ttl!r}")
+        if not self.tolerance >= 0:
+            raise ConfigError(f"tolerance must not be negative, got {self.tolerance!r}")
+        if not self.holder or len(self.holder) > MAX_HOLDER_LENGTH - 9:
+            raise ConfigError(
+                f"holder id must have 1 to {MAX_HOLDER_LENGTH - 9} characters, got {self.holder!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease this replica holds: proof that it owns ``slot`` with ``fence``."""
+
+    name: str
+    slot: int
+    fence: int
+    holder: str  # the holder id with this attempt's nonce
+    ttl: float
+    manual: bool = False
+    # monotonic time just before the acquire was sent: the lease is ours at most ttl after it
+    sent_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """A lease row as the database has it (database-clock epoch seconds)."""
+
+    name: str
+    holder: str
+    fence: int
+    slot: int
+    acquired_at: float
+    expires_at: float
+    paused: bool
+    fingerprint: str | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of run history (database-clock epoch seconds)."""
+
+    name: str
+    slot: int
+    manual: bool
+    fence: int
+    holder: str
+    scheduled_for: float
+    started_at: float
+    finished_at: float | None
+    outcome: str
+    error: str | None
+
+    @property
+    def duration(self) -> float | None:
+        if self.finished_at is None:
+            return None
+        return max(0.0, self.finished_at - self.started_at)

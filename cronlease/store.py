@@ -1,0 +1,222 @@
+"""The lease store: acquire, heartbeat, finish/release, pause, history — on one database.
+
+Contract (the same on every backend; the contract suite in ``tests/`` proves it):
+
+- :meth:`LeaseStore.acquire` returns a :class:`~cronlease.model.Lease` when this
+  call took the task's lease for the slot, and ``None`` when it did not
+  (someone holds or already ran the slot, the slot is old or from the future,
+  or the task is paused). A slot can be acquired once, ever.
+- :meth:`heartbeat` and :meth:`finish` are fenced: they only touch the lease if
+  its fence is still the one the run got.
+- Every method raises :class:`~cronlease.errors.StoreError` (with the driver
+  error as ``__cause__``) when the database fails, and nothing else for it. A
+  statement whose connection broke is retried once on a fresh connection; an
+  acquisition whose outcome is unknown is first checked by its nonce.
+- The store is thread-safe; use one per process (engines are not fork-safe).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from cronlease.database import create_store_engine, redact
+from cronlease.dialects import Statements, statements_for
+from cronlease.errors import StoreError
+from cronlease.model import (
+    AcquireRequest,
+    Lease,
+    LeaseInfo,
+    RunRecord,
+    check_task_name,
+    truncate_error,
+)
+from cronlease.schema import metadata
+
+__all__ = ["LeaseStore"]
+
+T = TypeVar("T")
+logger = logging.getLogger("cronlease")
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line summary of a driver error, for a warning."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+class LeaseStore:
+    """Leases and run history of cronlease tasks in one database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.statements: Statements = statements_for(engine)
+
+    @classmethod
+    def from_url(cls, url: str | None = None) -> LeaseStore:
+        return cls(create_store_engine(url))
+
+    @property
+    def url(self) -> str:
+        """The database URL with its password hidden."""
+        return redact(self.engine.url)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # --- plumbing ---------------------------------------------------------
+
+    def _call(self, what: str, operation: Callable[[Connection], T], *, retry: bool = True) -> T:
+        try:
+            return self._once(operation)
+        except DBAPIError as exc:
+            if not (retry and exc.connection_invalidated):
+                raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+            first = exc
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+        logger.debug("%s: connection broke (%s); retrying once", what, describe_error(first))
+        try:
+            return self._once(operation)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+
+    def _once(self, operation: Callable[[Connection], T]) -> T:
+        with self.engine.connect() as conn:
+            return operation(conn)
+
+    # --- schema -----------------------------------------------------------
+
+    def create_tables(self) -> None:
+        """Create the tables if missing; safe when many replicas do it at the same moment."""
+        for attempt in range(5):
+            try:
+                conn = self.engine.connect()
+            except SQLAlchemyError as exc:
+                raise StoreError(f"creating the cronlease tables failed: {describe_error(exc)}") from exc
+            try:
+                with conn, conn.begin():
+                    metadata.create_all(conn, checkfirst=True)
+                return
+            except SQLAlchemyError as exc:
+                # Another replica created a table between our check and our CREATE.
+                if attempt == 4:
+                    raise StoreError(
+                        f"creating the cronlease tables failed: {describe_error(exc)}"
+                    ) from exc
+                time.sleep(0.05 * (attempt + 1))
+
+    # --- leases -----------------------------------------------------------
+
+    def acquire(self, request: AcquireRequest) -> Lease | None:
+        """Try to take the lease for ``request.slot``; ``None`` when not acquired."""
+        nonce_holder = f"{request.holder}#{secrets.token_hex(4)}"
+        sent_at = time.monotonic()
+        what = f"acquiring the lease of {request.name!r}"
+        try:
+            fence = self._once(lambda conn: self.statements.acquire(conn, request, nonce_holder))
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+            # The connection broke after the statement may have been sent: the
+            # nonce tells whether it took effect; if not, a second attempt is
+            # safe because a slot can be acquired once, ever.
+            logger.debug("%s: outcome unknown (%s); checking", what, describe_error(exc))
+            fence = self._call(
+                what,
+                lambda conn: self.statements.owner_fence(
+                    conn, request.name, nonce_holder, request.slot, request.manual
+                )
+                or self.statements.acquire(conn, request, nonce_holder),
+                retry=False,
+            )
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+        if fence is None:
+            return None
+        return Lease(
+            name=request.name,
+            slot=request.slot,
+            fence=fence,
+            holder=nonce_holder,
+            ttl=request.ttl,
+            manual=request.manual,
+            sent_at=sent_at,
+        )
+
+    def heartbeat(self, lease: Lease) -> bool:
+        """Extend the lease by its TTL; False if another acquisition has taken it since."""
+        return self._call(
+            f"renewing the lease of {lease.name!r}",
+            lambda conn: self.statements.heartbeat(conn, lease.name, lease.fence, lease.ttl),
+        )
+
+    def finish(
+        self, lease: Lease, outcome: str, error: str | None = None, *, release: bool = True
+    ) -> None:
+        """Record the run's outcome and, with ``release``, free the lease at once.
+
+        Fenced: a run that lost its lease changes neither the lease nor a
+        newer run's history. A run that was marked ``abandoned`` meanwhile is
+        recorded as ``lost``.
+        """
+        self._call(
+            f"finishing the run of {lease.name!r}",
+            lambda conn: self.statements.finish(
+                conn,
+                name=lease.name,
+                run_slot=lease.slot,
+                manual=lease.manual,
+                fence=lease.fence,
+                outcome=outcome,
+                error=truncate_error(error),
+                release=release,
+            ),
+        )
+
+    def release(self, lease: Lease) -> bool:
+        """Free the lease without touching history; False if it was no longer ours."""
+        return self._call(
+            f"releasing the lease of {lease.name!r}",
+            lambda conn: self.statements.release(conn, lease.name, lease.fence),
+        )
+
+    def pause(self, name: str) -> None:
+        """Pause a task fleet-wide (also one that never ran); running runs finish."""
+        check_task_name(name)
+        self._call(f"pausing {name!r}", lambda conn: self.statements.set_paused(conn, name))
+
+    def resume(self, name: str) -> None:
+        check_task_name(name)
+        self._call(f"resuming {name!r}", lambda conn: self.statements.resume(conn, name))
+
+    # --- reading ----------------------------------------------------------
+
+    def leases(self, names: Sequence[str] | None = None) -> list[LeaseInfo]:
+        """Lease rows, sorted by name: all of them, or those of ``names``."""
+        return self._call("reading leases", lambda conn: self.statements.leases(conn, names))
+
+    def history(self, name: str, limit: int = 20) -> list[RunRecord]:
+        """The task's latest runs, newest first."""
+        return self._call(
+            f"reading the history of {name!r}",
+            lambda conn: self.statements.history(conn, name, limit),
+        )
+
+    def database_time(self) -> float:
+        """The database clock, as epoch seconds."""
+        return self._call("reading the database clock", self.statements.database_time)
+
+    def prune(self, max_age: float) -> int:
+        """Delete finished runs older than ``max_age`` seconds; returns how many."""
+        return self._call(
+            "pruning run history", lambda conn: self.statements.prune(conn, max_age)
+        )
+
