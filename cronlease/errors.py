@@ -6,7 +6,9 @@ Every exception cronlease raises on purpose derives from one root::
     ├── ConfigError          a task declaration or config file is invalid
     ├── StoreError           the database failed; the driver error is ``__cause__``
     ├── UnknownTaskError     a name that no declared task has
-    └── SchedulerError       the scheduler was used in a state that does not allow it
+    ├── SchedulerError       the scheduler was used in a state that does not allow it
+    └── TaskTimeout          raised by a task (e.g. a command) that ran past its timeout;
+                             the run is recorded ``timed_out``
 
 Not getting a lease is not an error: :meth:`cronlease.store.LeaseStore.acquire`
 returns ``None`` for it.
@@ -19,6 +21,7 @@ __all__ = [
     "CronleaseError",
     "SchedulerError",
     "StoreError",
+    "TaskTimeout",
     "UnknownTaskError",
 ]
 
@@ -49,3 +52,7 @@ class UnknownTaskError(CronleaseError, KeyError):
 
 class SchedulerError(CronleaseError):
     """The scheduler is not in a state that allows this call."""
+
+
+class TaskTimeout(CronleaseError):
+    """The task ran past its timeout and was stopped."""

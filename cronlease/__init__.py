@@ -1,0 +1,37 @@
+"""cronlease: periodic tasks on every replica, each tick run once, held by a database lease."""
+
+from __future__ import annotations
+
+from cronlease.errors import (
+    ConfigError,
+    CronleaseError,
+    SchedulerError,
+    StoreError,
+    TaskTimeout,
+    UnknownTaskError,
+)
+from cronlease.model import Lease, LeaseInfo, RunRecord
+from cronlease.schedule import Schedule
+from cronlease.scheduler import Scheduler
+from cronlease.store import LeaseStore
+from cronlease.task import RunContext, Task
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigError",
+    "CronleaseError",
+    "Lease",
+    "LeaseInfo",
+    "LeaseStore",
+    "RunContext",
+    "RunRecord",
+    "Schedule",
+    "Scheduler",
+    "SchedulerError",
+    "StoreError",
+    "Task",
+    "TaskTimeout",
+    "UnknownTaskError",
+    "__version__",
+]

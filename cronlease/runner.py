@@ -1,0 +1,300 @@
+"""One tick, start to end: grace check, lease, run, record, release.
+
+This is everything that happens in a worker thread when APScheduler fires a
+task; it knows nothing of APScheduler, so tests and tools can drive a tick
+directly. Order matters: the grace check comes before the acquisition, so a
+tick that waited in a queue never takes a lease it is too late to use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from cronlease.errors import StoreError, TaskTimeout
+from cronlease.heartbeat import Heartbeats
+from cronlease.model import AcquireRequest, Lease
+from cronlease.schedule import slot_of, time_of_slot
+from cronlease.stats import Stats
+from cronlease.store import LeaseStore
+from cronlease.task import Liveness, RunContext, Task
+
+__all__ = ["TickRunner"]
+
+logger = logging.getLogger("cronlease")
+
+
+@dataclass(eq=False)
+class _ActiveRun:
+    task: Task
+    lease: Lease
+    liveness: Liveness
+    started: float
+    interrupted: bool = False
+
+
+class DatabaseHealth:
+    """Logs an outage once when it starts and once when it ends, not once per tick."""
+
+    def __init__(self, stats: Stats) -> None:
+        self._stats = stats
+        self._lock = threading.Lock()
+        self._down_since: float | None = None
+        self._skipped = 0
+
+    @property
+    def down_since(self) -> float | None:
+        return self._down_since
+
+    def failed(self, what: str, error: StoreError) -> None:
+        self._stats.add("lease_errors")
+        with self._lock:
+            self._skipped += 1
+            if self._down_since is not None:
+                logger.debug("%s skipped: %s", what, error)
+                return
+            self._down_since = time.monotonic()
+        logger.warning(
+            "database unavailable, %s skipped (and later ticks until it answers): %s", what, error
+        )
+
+    def succeeded(self) -> None:
+        if self._down_since is None:
+            return
+        with self._lock:
+            if self._down_since is None:
+                return
+            outage, skipped = time.monotonic() - self._down_since, self._skipped
+            self._down_since, self._skipped = None, 0
+        logger.warning(
+            "database available again after %.1f s; %d tick(s) were skipped", outage, skipped
+        )
+
+
+class TickRunner:
+    """Runs ticks of declared tasks on this replica."""
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        holder: str,
+        *,
+        stats: Stats | None = None,
+        loop_getter: Callable[[], asyncio.AbstractEventLoop | None] = lambda: None,
+    ) -> None:
+        self.store = store
+        self.holder = holder
+        self.stats = stats or Stats()
+        self.health = DatabaseHealth(self.stats)
+        self.heartbeats = Heartbeats(store)
+        self._loop_getter = loop_getter
+        self._active: dict[str, _ActiveRun] = {}
+        self._active_changed = threading.Condition()
+        self._schema_ready = False
+        self._schema_lock = threading.Lock()
+
+    # --- schema -----------------------------------------------------------
+
+    def ensure_schema(self) -> None:
+        """Create the tables once per process; raises StoreError."""
+        if self._schema_ready:
+            return
+        with self._schema_lock:
+            if not self._schema_ready:
+                self.store.create_tables()
+                self._schema_ready = True
+
+    # --- ticks ------------------------------------------------------------
+
+    def run_tick(self, task: Task, fire_time: datetime) -> str | None:
+        """Run the tick of ``task`` scheduled at ``fire_time`` if this replica wins it.
+
+        Returns the recorded outcome, or None when the tick was skipped here.
+        Never raises for a database error or a failing task.
+        """
+        slot = slot_of(fire_time)
+        lateness = (datetime.now(timezone.utc) - fire_time).total_seconds()
+        grace = task.grace_for(fire_time)
+        if lateness > grace:
+            self.stats.add("ticks_missed")
+            logger.warning(
+                "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
+                task.full_name,
+                fire_time.isoformat(),
+                lateness,
+                grace,
+            )
+            return None
+        with self._active_changed:
+            if task.full_name in self._active:
+                self.stats.add("ticks_overlapped")
+                logger.debug("%s: tick %s skipped: the previous run is still going", task.full_name, slot)
+                return None
+        request = AcquireRequest(
+            name=task.full_name,
+            slot=slot,
+            ttl=task.ttl(fire_time),
+            holder=self.holder,
+            tolerance=task.schedule.tolerance(fire_time),
+            fingerprint=task.schedule.fingerprint,
+        )
+        return self._acquire_and_run(task, request, fire_time)
+
+    def run_now(self, task: Task) -> str | None:
+        """A manual run: through the lease (never beside a scheduled run), slot cursor untouched."""
+        now = datetime.now(timezone.utc)
+        request = AcquireRequest(
+            name=task.full_name,
+            slot=slot_of(now),
+            ttl=task.ttl(now),
+            holder=self.holder,
+            fingerprint=task.schedule.fingerprint,
+            manual=True,
+        )
+        return self._acquire_and_run(task, request, now)
+
+    def _acquire_and_run(self, task: Task, request: AcquireRequest, fire_time: datetime) -> str | None:
+        what = f"{task.full_name}: tick {fire_time.isoformat()}"
+        try:
+            self.ensure_schema()
+            lease = self.store.acquire(request)
+        except StoreError as exc:
+            self.health.failed(what, exc)
+            return None
+        self.health.succeeded()
+        if lease is None:
+            self.stats.add("ticks_not_acquired")
+            logger.debug("%s: not acquired (held, done elsewhere or paused)", what)
+            return None
+        return self._run(task, lease)
+
+    def _run(self, task: Task, lease: Lease) -> str:
+        liveness = self.heartbeats.track(lease)
+        active = _ActiveRun(task, lease, liveness, started=time.monotonic())
+        with self._active_changed:
+            self._active[task.full_name] = active
+        context = RunContext(
+            name=task.name,
+            slot=lease.slot,
+            fence=lease.fence,
+            scheduled_for=time_of_slot(lease.slot),
+            manual=lease.manual,
+            liveness=liveness,
+        )
+        error: str | None = None
+        outcome = "succeeded"
+        try:
+            self._call(task, context)
+        except TaskTimeout as exc:
+            outcome, error = "timed_out", str(exc)
+            logger.warning("%s (slot %s) timed out: %s", task.full_name, lease.slot, exc)
+        except Exception as exc:
+            outcome = "failed"
+            error = "".join(traceback.format_exception(exc)).strip()
+            logger.exception("%s (slot %s) failed", task.full_name, lease.slot)
+        except BaseException:
+            outcome, error = "interrupted", "the replica was interrupted during the run"
+            raise
+        finally:
+            self.heartbeats.stop_tracking(liveness)
+            if liveness.lost:
+                summary = f"the task {outcome}" + (f": {error}" if error else "")
+                outcome, error = "lost", f"lease lost during the run; {summary}"
+            duration = time.monotonic() - active.started
+            self._record(active, outcome, error)
+            logger.info(
+                "%s slot=%s fence=%s outcome=%s duration=%.3fs",
+                task.full_name,
+                lease.slot,
+                lease.fence,
+                outcome,
+                duration,
+            )
+        return outcome
+
+    def _record(self, active: _ActiveRun, outcome: str, error: str | None) -> None:
+        self.stats.add(f"runs_{outcome}")
+        try:
+            if not active.interrupted:
+                # Release only here, when the task has really returned.
+                self.store.finish(active.lease, outcome, error, release=True)
+            else:
+                # Shutdown already recorded it as interrupted; free the lease now it ended.
+                self.store.release(active.lease)
+        except StoreError as exc:
+            logger.warning(
+                "%s (slot %s): could not record the outcome %s: %s; the lease expires by itself",
+                active.task.full_name,
+                active.lease.slot,
+                outcome,
+                exc,
+            )
+        finally:
+            with self._active_changed:
+                if self._active.get(active.task.full_name) is active:
+                    del self._active[active.task.full_name]
+                self._active_changed.notify_all()
+
+    def _call(self, task: Task, context: RunContext) -> None:
+        args: tuple[Any, ...] = (context, *task.args) if task.wants_context else task.args
+        if not task.is_async:
+            task.func(*args, **task.kwargs)
+            return
+        loop = self._loop_getter()
+        if loop is not None and loop.is_running():
+            # On the application's loop; this worker thread just waits for it.
+            asyncio.run_coroutine_threadsafe(task.func(*args, **task.kwargs), loop).result()
+        else:
+            asyncio.run(task.func(*args, **task.kwargs))
+
+    # --- lifecycle --------------------------------------------------------
+
+    @property
+    def running(self) -> list[str]:
+        with self._active_changed:
+            return sorted(self._active)
+
+    def wait_idle(self, timeout: float | None) -> bool:
+        """Wait until no run is in progress; False if some still are at the deadline."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._active_changed:
+            while self._active:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._active_changed.wait(remaining)
+            return True
+
+    def interrupt_running(self) -> None:
+        """Record runs still executing as interrupted; keep their leases until they expire."""
+        with self._active_changed:
+            still = [run for run in self._active.values() if not run.interrupted]
+        for run in still:
+            run.interrupted = True
+            self.heartbeats.stop_tracking(run.liveness)
+            logger.warning(
+                "%s (slot %s) still running at shutdown: recorded as interrupted; "
+                "its lease expires in at most %.3g s",
+                run.task.full_name,
+                run.lease.slot,
+                run.lease.ttl,
+            )
+            try:
+                self.store.finish(
+                    run.lease,
+                    "interrupted",
+                    "the scheduler shut down while the run was in progress",
+                    release=False,
+                )
+            except StoreError as exc:
+                logger.warning("%s: could not record the interruption: %s", run.task.full_name, exc)
+
+    def close(self) -> None:
+        self.heartbeats.close()

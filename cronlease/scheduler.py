@@ -1,0 +1,306 @@
+"""The Scheduler: declare tasks, start a replica, stop it cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from types import FrameType, MappingProxyType
+from typing import Any, TypeVar, overload
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from sqlalchemy.engine import Engine
+
+from cronlease.database import create_store_engine
+from cronlease.errors import ConfigError, SchedulerError, StoreError, UnknownTaskError
+from cronlease.executor import LeaseExecutor
+from cronlease.model import check_task_name
+from cronlease.runner import TickRunner
+from cronlease.stats import Stats
+from cronlease.store import LeaseStore
+from cronlease.task import Task
+
+__all__ = ["Scheduler", "default_holder"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+logger = logging.getLogger("cronlease")
+
+
+def default_holder() -> str:
+    """``hostname:pid:<6 random hex>``: unique per replica, readable in ``status``."""
+    return f"{socket.gethostname()[:200]}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def _never_called() -> None:  # APScheduler wants a callable per job; the executor runs the task
+    raise AssertionError("cronlease tasks are run by LeaseExecutor")
+
+
+class Scheduler:
+    """One replica's scheduler. Every replica declares the same tasks on the same database.
+
+    ``url`` defaults to ``sqlite:///cronlease.db``; a bare ``postgresql://`` URL
+    uses psycopg 3. Pass ``engine=`` to reuse an engine's settings instead.
+    ``namespace`` prefixes every task name, for several applications on one
+    database. ``shutdown_timeout`` bounds how long :meth:`shutdown` waits for
+    running tasks.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        engine: Engine | None = None,
+        namespace: str | None = None,
+        holder: str | None = None,
+        max_workers: int = 16,
+        shutdown_timeout: float = 30.0,
+    ) -> None:
+        if url is not None and engine is not None:
+            raise ConfigError("give a database URL or an engine, not both")
+        if namespace is not None:
+            check_task_name(namespace)
+        if max_workers < 1:
+            raise ConfigError("max_workers must be at least 1")
+        self.namespace = namespace
+        self.holder = holder or default_holder()
+        self.shutdown_timeout = shutdown_timeout
+        self.stats = Stats()
+        self.store = LeaseStore(_adopt(engine) if engine is not None else create_store_engine(url))
+        self._tasks: dict[str, Task] = {}
+        self._by_name: dict[str, Task] = {}
+        self._max_workers = max_workers
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.runner = TickRunner(self.store, self.holder, stats=self.stats, loop_getter=lambda: self._loop)
+        self._apscheduler: BackgroundScheduler | None = None
+        self._stopping = threading.Event()
+        self._lock = threading.RLock()
+
+    # --- declaring --------------------------------------------------------
+
+    @overload
+    def task(self, func: F, /) -> F: ...
+
+    @overload
+    def task(
+        self,
+        func: None = None,
+        /,
+        *,
+        every: object = None,
+        cron: str | None = None,
+        name: str | None = None,
+        timezone: str | None = None,
+        anchor: datetime | None = None,
+        lease_ttl: object = None,
+        grace: object = None,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def task(self, func: Any = None, /, **options: Any) -> Any:
+        """Declare a periodic task: ``@scheduler.task(every="30s")`` or ``cron="0 3 * * *"``.
+
+        The function may take a :class:`RunContext` as its first parameter and
+        may be ``async def``. Raises :class:`ConfigError` for an invalid
+        declaration or a duplicate name. Returns the function unchanged.
+        """
+        if func is not None:
+            if not options:
+                raise ConfigError(
+                    f"task {getattr(func, '__name__', func)!r}: give every= or cron=, "
+                    "e.g. @scheduler.task(every='30s')"
+                )
+            self.add_task(func, **options)
+            return func
+
+        def decorate(function: F) -> F:
+            self.add_task(function, **options)
+            return function
+
+        return decorate
+
+    def add_task(self, func: Callable[..., Any], **options: Any) -> Task:
+        """Declare ``func`` as a task (same options as :meth:`task`) and return it."""
+        task = Task.declare(func, namespace=self.namespace, **options)
+        with self._lock:
+            if task.name in self._by_name:
+                raise ConfigError(f"task {task.name!r} is declared twice")
+            self._by_name[task.name] = task
+            self._tasks[task.full_name] = task
+            if self._apscheduler is not None:
+                self._add_job(task)
+        return task
+
+    @property
+    def tasks(self) -> Mapping[str, Task]:
+        """Declared tasks by name (without namespace)."""
+        return MappingProxyType(self._by_name)
+
+    def get_task(self, name: str) -> Task:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnknownTaskError(f"no task named {name!r} is declared") from None
+
+    # --- lifecycle --------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._apscheduler is not None
+
+    def start(self) -> None:
+        """Start firing in the background and return at once.
+
+        A database that is down now does not raise: ticks are skipped with one
+        warning until it answers. Started from inside a running event loop,
+        ``async def`` tasks run on that loop.
+        """
+        with self._lock:
+            if self._apscheduler is not None:
+                raise SchedulerError("the scheduler is already running")
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self._loop = None
+            self._stopping.clear()
+            try:
+                self.runner.ensure_schema()
+                self._check_fingerprints()
+            except StoreError as exc:
+                self.runner.health.failed("startup", exc)
+            apscheduler = BackgroundScheduler(
+                timezone=timezone.utc,
+                executors={
+                    "default": LeaseExecutor(self.runner, self._tasks, self._max_workers)
+                },
+                job_defaults={
+                    "coalesce": True,
+                    # overlap and lateness are decided per tick by TickRunner
+                    "max_instances": 1_000_000,
+                    "misfire_grace_time": None,
+                },
+            )
+            self._apscheduler = apscheduler
+            for task in self._tasks.values():
+                self._add_job(task)
+            apscheduler.start()
+            logger.info(
+                "cronlease replica %s started with %d task(s) on %s",
+                self.holder,
+                len(self._tasks),
+                self.store.url,
+            )
+
+    def _add_job(self, task: Task) -> None:
+        assert self._apscheduler is not None
+        self._apscheduler.add_job(
+            _never_called,
+            trigger=task.schedule.trigger,
+            id=task.full_name,
+            name=task.full_name,
+            replace_existing=True,
+        )
+
+    def _check_fingerprints(self) -> None:
+        """Log once per task when the fleet has it stored with another schedule."""
+        rows = self.store.leases(sorted(self._tasks))
+        for row in rows:
+            task = self._tasks.get(row.name)
+            if task and row.fingerprint and row.fingerprint != task.schedule.fingerprint:
+                self.stats.add("schedule_conflicts")
+                logger.error(
+                    "task %s is declared here as %r but was last run as %r: replicas disagree "
+                    "(during a rolling deploy both schedules may run)",
+                    row.name,
+                    task.schedule.fingerprint,
+                    row.fingerprint,
+                )
+
+    def shutdown(self, wait: bool = True, timeout: float | None = None) -> None:
+        """Stop firing; with ``wait``, wait for running tasks (bounded) and release their leases.
+
+        A task still running at the time limit is recorded ``interrupted`` and
+        its lease is left to expire: a lease is never released while its task
+        executes.
+        """
+        with self._lock:
+            apscheduler, self._apscheduler = self._apscheduler, None
+        if apscheduler is None:
+            return
+        apscheduler.shutdown(wait=False)
+        limit = self.shutdown_timeout if timeout is None else timeout
+        if wait and not self.runner.wait_idle(limit):
+            self.runner.interrupt_running()
+        elif not wait:
+            self.runner.interrupt_running()
+        self.runner.close()
+        self._stopping.set()
+        logger.info("cronlease replica %s stopped", self.holder)
+
+    def run_forever(self) -> None:
+        """Start and block until SIGINT or SIGTERM (or :meth:`shutdown` from elsewhere), then stop."""
+        stop = threading.Event()
+        previous: dict[int, Any] = {}
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            logger.info("received %s, shutting down", signal.Signals(signum).name)
+            stop.set()
+
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                previous[signum] = signal.signal(signum, on_signal)
+        try:
+            self.start()
+            while not stop.is_set() and not self._stopping.is_set():
+                stop.wait(0.5)
+        finally:
+            self.shutdown(wait=True)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def __enter__(self) -> Scheduler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown(wait=True)
+
+    # --- fleet-wide controls ---------------------------------------------
+
+    def pause(self, name: str) -> None:
+        """Pause a task on every replica (a database flag); raises StoreError if unreachable."""
+        task = self.get_task(name)
+        self.runner.ensure_schema()
+        self.store.pause(task.full_name)
+
+    def resume(self, name: str) -> None:
+        task = self.get_task(name)
+        self.runner.ensure_schema()
+        self.store.resume(task.full_name)
+
+    def run_now(self, name: str) -> str | None:
+        """Run a task once now, in this thread, through its lease (manual run).
+
+        Returns the outcome, or None when the lease is held (a run is in
+        progress somewhere) or the task is paused. Never consumes a scheduled tick.
+        """
+        return self.runner.run_now(self.get_task(name))
+
+    def next_fire_times(self, name: str, count: int = 3) -> list[datetime]:
+        return self.get_task(name).schedule.upcoming(datetime.now(timezone.utc), count)
+
+
+def _adopt(engine: Engine) -> Engine:
+    """An engine for lease statements with the settings of the user's ``engine``."""
+    backend = engine.dialect.name
+    if backend == "postgresql":
+        return engine.execution_options(isolation_level="AUTOCOMMIT")
+    # SQLite needs BEGIN IMMEDIATE and MySQL a UTC session: both are set when
+    # connecting, so build a pool of our own from the same URL.
+    return create_store_engine(engine.url)

@@ -1,0 +1,188 @@
+"""Declared tasks and the context a run receives."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cronlease.errors import ConfigError
+from cronlease.model import check_task_name
+from cronlease.schedule import Schedule, parse_duration
+
+__all__ = ["Liveness", "RunContext", "Task"]
+
+
+class Liveness:
+    """Whether a run may still believe it holds its lease.
+
+    The lease is ours for ``ttl`` after the moment the acquiring (or the last
+    successful renewing) statement was *sent*, measured on the monotonic clock,
+    so a run learns it lost the lease even while the database cannot answer.
+    Once lost, always lost.
+    """
+
+    def __init__(self, ttl: float, sent_at: float) -> None:
+        self.ttl = ttl
+        self._deadline = sent_at + ttl
+        self._lost = threading.Event()
+
+    def renewed(self, sent_at: float) -> None:
+        if not self._lost.is_set():
+            self._deadline = max(self._deadline, sent_at + self.ttl)
+
+    def mark_lost(self) -> None:
+        self._lost.set()
+
+    @property
+    def lost(self) -> bool:
+        if not self._lost.is_set() and time.monotonic() >= self._deadline:
+            self._lost.set()
+        return self._lost.is_set()
+
+
+class RunContext:
+    """What a running task knows about its run. Pass ``ctx`` as the task's first parameter."""
+
+    __slots__ = ("_liveness", "fence", "manual", "name", "scheduled_for", "slot")
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        slot: int,
+        fence: int,
+        scheduled_for: datetime,
+        manual: bool,
+        liveness: Liveness,
+    ) -> None:
+        self.name = name
+        self.slot = slot
+        self.fence = fence
+        self.scheduled_for = scheduled_for
+        self.manual = manual
+        self._liveness = liveness
+
+    @property
+    def lost(self) -> bool:
+        """True once this run can no longer be sure it holds the lease; stop writing then."""
+        return self._liveness.lost
+
+    def __repr__(self) -> str:
+        return (
+            f"RunContext(name={self.name!r}, slot={self.slot}, fence={self.fence}, "
+            f"scheduled_for={self.scheduled_for.isoformat()}, lost={self.lost})"
+        )
+
+
+def _wants_context(func: Callable[..., Any]) -> bool:
+    """A task receives the RunContext if its first parameter is positional and has no default."""
+    try:
+        parameters = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if not parameters:
+        return False
+    first = parameters[0]
+    return first.kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ) and (first.default is inspect.Parameter.empty)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A declared task: a name, a schedule and what to run."""
+
+    name: str
+    schedule: Schedule
+    func: Callable[..., Any] = field(repr=False)
+    namespace: str | None = None
+    lease_ttl: float | None = None
+    grace: float | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    full_name: str = field(init=False)
+    wants_context: bool = field(init=False, repr=False)
+    is_async: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_task_name(self.name)
+        if self.namespace is not None:
+            check_task_name(self.namespace)
+        full_name = f"{self.namespace}:{self.name}" if self.namespace else self.name
+        check_task_name(full_name)
+        if not callable(self.func):
+            raise ConfigError(f"task {self.name!r}: {self.func!r} is not callable")
+        if self.lease_ttl is not None and not 1.0 <= self.lease_ttl <= 86400.0:
+            raise ConfigError(f"task {self.name!r}: lease_ttl must be between 1 s and 1 day")
+        if self.grace is not None and not 0 < self.grace <= 86400.0:
+            raise ConfigError(f"task {self.name!r}: grace must be positive and at most 1 day")
+        object.__setattr__(self, "full_name", full_name)
+        object.__setattr__(self, "wants_context", _wants_context(self.func))
+        object.__setattr__(
+            self,
+            "is_async",
+            inspect.iscoroutinefunction(self.func)
+            or inspect.iscoroutinefunction(getattr(self.func, "__call__", None)),  # noqa: B004
+        )
+
+    @classmethod
+    def declare(
+        cls,
+        func: Callable[..., Any],
+        *,
+        every: object = None,
+        cron: str | None = None,
+        name: str | None = None,
+        timezone: str | None = None,
+        anchor: datetime | None = None,
+        lease_ttl: object = None,
+        grace: object = None,
+        namespace: str | None = None,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Task:
+        """Validate a declaration as the decorator receives it; ConfigError if invalid."""
+        label = name or getattr(func, "__name__", None) or repr(func)
+        if (every is None) == (cron is None):
+            raise ConfigError(f"task {label!r}: give exactly one of every= or cron=")
+        try:
+            if every is not None:
+                if timezone is not None:
+                    raise ConfigError("timezone= applies to cron schedules only")
+                schedule = Schedule.every(every, anchor=anchor)
+            else:
+                if anchor is not None:
+                    raise ConfigError("anchor= applies to every= schedules only")
+                schedule = Schedule.cron(cron, timezone=timezone)  # type: ignore[arg-type]
+            ttl = None if lease_ttl is None else _seconds(lease_ttl, "lease_ttl")
+            grace_seconds = None if grace is None else _seconds(grace, "grace")
+        except ConfigError as exc:
+            raise ConfigError(f"task {label!r}: {exc}") from None
+        return cls(
+            name=label,
+            schedule=schedule,
+            func=func,
+            namespace=namespace,
+            lease_ttl=ttl,
+            grace=grace_seconds,
+            args=tuple(args),
+            kwargs=dict(kwargs or {}),
+        )
+
+    def ttl(self, fire_time: datetime) -> float:
+        return self.lease_ttl if self.lease_ttl is not None else self.schedule.ttl(fire_time)
+
+    def grace_for(self, fire_time: datetime) -> float:
+        return self.grace if self.grace is not None else self.schedule.grace(fire_time)
+
+
+def _seconds(value: object, what: str) -> float:
+    return parse_duration(value, what=what).total_seconds()
+
+
