@@ -9,9 +9,11 @@ a skip, so CI cannot pass by skipping.
 from __future__ import annotations
 
 import os
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -30,6 +32,31 @@ REQUIRED = {
 }
 BACKENDS = ["sqlite", "postgresql", "mysql"]
 _unreachable: dict[str, str | None] = {}
+
+T = TypeVar("T")
+
+
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float = 5.0,
+    *,
+    interval: float = 0.01,
+    message: str | None = None,
+) -> T:
+    """Poll ``predicate`` until it returns something truthy; return that value.
+
+    Fails the test when ``timeout`` seconds pass first. This is the only way
+    tests wait: a sleep that guesses how long something takes is either slow
+    or flaky.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(message or f"condition not met within {timeout} s: {predicate!r}")
+        time.sleep(interval)
 
 
 def _server_problem(backend: str) -> str | None:
@@ -81,3 +108,9 @@ def store(db_url: str) -> Iterator[LeaseStore]:
 def task_name() -> str:
     """A task name no other test (or earlier run on a shared server) uses."""
     return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(name="wait_for")
+def wait_for_fixture() -> Callable[..., object]:
+    """The :func:`wait_for` helper, for tests that prefer a fixture to an import."""
+    return wait_for

@@ -1,0 +1,49 @@
+"""The side-effect ledger: a table tasks append to, so tests count real executions.
+
+It has no unique constraint on purpose: a duplicate run shows up as two rows.
+It is written with plain SQLAlchemy, not through cronlease.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, create_engine, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.pool import NullPool
+
+from cronlease.database import normalize_url
+
+_metadata = MetaData()
+ledger = Table(
+    "cronlease_test_ledger",
+    _metadata,
+    Column("task", String(255), nullable=False, index=True),
+    Column("slot", BigInteger, nullable=False),
+    Column("pid", Integer, nullable=False),
+)
+
+
+@cache
+def _engine(url: str) -> Engine:
+    connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
+    return create_engine(normalize_url(url), poolclass=NullPool, connect_args=connect_args)
+
+
+def setup(url: str) -> None:
+    _metadata.create_all(_engine(url), checkfirst=True)
+
+
+def append(url: str, task: str, slot: int) -> None:
+    with _engine(url).begin() as conn:
+        conn.execute(ledger.insert().values(task=task, slot=slot, pid=os.getpid()))
+
+
+def entries(url: str, task: str) -> list[tuple[int, int]]:
+    """(slot, pid) rows for ``task``, in slot order."""
+    with _engine(url).connect() as conn:
+        rows = conn.execute(
+            select(ledger.c.slot, ledger.c.pid).where(ledger.c.task == task).order_by(ledger.c.slot)
+        ).all()
+    return [(int(slot), int(pid)) for slot, pid in rows]

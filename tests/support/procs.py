@@ -1,0 +1,81 @@
+"""Real OS processes for tests: spawn, read lines with a deadline, stop."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Proc:
+    """A child process whose stdout lines are read by a thread, so reads can time out."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.stderr_file = tempfile.TemporaryFile(mode="w+")
+        self.popen = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr_file,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        )
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)
+
+    def expect(self, prefix: str, timeout: float = 30.0) -> str:
+        """The next stdout line, which must start with ``prefix``."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(
+                f"no {prefix!r} line within {timeout} s; stderr:\n{self.stderr()}"
+            ) from None
+        if line is None or not line.startswith(prefix):
+            raise AssertionError(f"expected {prefix!r}, got {line!r}; stderr:\n{self.stderr()}")
+        return line
+
+    def send(self, line: str) -> None:
+        assert self.popen.stdin is not None
+        self.popen.stdin.write(line + "\n")
+        self.popen.stdin.flush()
+
+    def stderr(self) -> str:
+        self.stderr_file.seek(0)
+        return self.stderr_file.read()
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then wait for the exit status."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        return self.popen.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(timeout=10)
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, message: str = "") -> None:
+    """Poll ``predicate`` until it is truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message or predicate}")
+        time.sleep(0.05)
