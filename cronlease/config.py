@@ -25,7 +25,9 @@ Layout::
 
 from __future__ import annotations
 
+import asyncio
 import difflib
+import functools
 import importlib
 import inspect
 import os
@@ -38,11 +40,13 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from cronlease.commands import CommandTask
 from cronlease.database import DEFAULT_URL, normalize_url
-from cronlease.errors import ConfigError
+from cronlease.errors import ConfigError, TaskTimeout
 from cronlease.model import check_task_name
 from cronlease.schedule import Schedule, parse_duration
-from cronlease.task import Task
+from cronlease.scheduler import Scheduler
+from cronlease.task import RunContext, Task, _wants_context
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -128,15 +132,10 @@ class TaskSpec:
             return shlex.join(self.command)
         return self.command or ""
 
-    def to_task(self, namespace: str | None = None) -> Task:
-        """The :class:`~cronlease.task.Task` that runs this spec."""
-        if self.func is None and self.call is not None:
-            raise ConfigError(f"task {self.name!r}: its call {self.call!r} was not imported")
-        func: Callable[..., Any]
+    def function(self) -> Callable[..., Any]:
+        """What the scheduler calls: a :class:`CommandTask`, or the imported callable."""
         if self.command is not None:
-            from cronlease.commands import CommandTask  # noqa: PLC0415 - keeps config light
-
-            func = CommandTask(
+            return CommandTask(
                 self.name,
                 self.command,
                 shell=self.shell,
@@ -144,20 +143,24 @@ class TaskSpec:
                 env=self.env,
                 timeout=self.timeout,
             )
-            args: tuple[Any, ...] = ()
-            kwargs: Mapping[str, Any] = {}
+        if self.func is None:
+            raise ConfigError(f"task {self.name!r}: its call {self.call!r} was not imported")
+        return self.func if self.timeout is None else _with_timeout(self.func, self.timeout)
+
+    def add_to(self, scheduler: Scheduler) -> Task:
+        """Declare this task on ``scheduler`` (its namespace applies)."""
+        options: dict[str, Any]
+        if self.schedule.kind == "every":
+            options = {"every": self.schedule.interval}
         else:
-            assert self.func is not None
-            func = self.func if self.timeout is None else _with_timeout(self.func, self.timeout)
-            args, kwargs = self.args, self.kwargs
-        return Task(
+            options = {"cron": self.schedule.expression, "timezone": self.schedule.timezone}
+        return scheduler.add_task(
+            self.function(),
             name=self.name,
-            schedule=self.schedule,
-            func=func,
-            namespace=namespace,
             lease_ttl=self.lease_ttl,
-            args=args,
-            kwargs=kwargs,
+            args=self.args,
+            kwargs=self.kwargs,
+            **options,
         )
 
 
@@ -240,15 +243,7 @@ def _split_call(target: str) -> tuple[str, str]:
 
 def _with_timeout(func: Callable[..., Any], timeout: float) -> Callable[..., Any]:
     """Wrap an ``async def`` task so it is cancelled at ``timeout`` and recorded timed_out."""
-    import asyncio  # noqa: PLC0415
-    import functools  # noqa: PLC0415
-
-    from cronlease.errors import TaskTimeout  # noqa: PLC0415
-    from cronlease.task import RunContext  # noqa: PLC0415
-
-    wants_context = Task(
-        name="probe", schedule=Schedule.every(1), func=func
-    ).wants_context
+    wants_context = _wants_context(func)
 
     @functools.wraps(func)
     async def run(ctx: RunContext, *args: Any, **kwargs: Any) -> None:
@@ -273,7 +268,9 @@ def _syntax_error(path: Path, exc: tomllib.TOMLDecodeError) -> ConfigFileError:
         message = message.replace("(at end of document)", "").rstrip() + " at the end of the file"
     twice = re.match(r"Cannot (?:declare|overwrite a value) \('tasks', '([^']*)'", message)
     if twice:
-        return ConfigFileError(path, "this task name is declared twice", task=twice.group(1), line=line)
+        return ConfigFileError(
+            path, "this task name is declared twice", task=twice.group(1), line=line
+        )
     return ConfigFileError(path, f"not valid TOML: {message}", line=line)
 
 
@@ -286,9 +283,7 @@ class _Validator:
     # --- locating keys in the text -----------------------------------------
 
     def _table_start(self, task: str) -> int | None:
-        quoted = "|".join(
-            re.escape(form) for form in (task, f'"{task}"', f"'{task}'")
-        )
+        quoted = "|".join(re.escape(form) for form in (task, f'"{task}"', f"'{task}'"))
         header = re.compile(rf"^\s*\[\s*tasks\s*\.\s*({quoted})\s*\]\s*(#.*)?$")
         for number, line in enumerate(self.lines, 1):
             if header.match(line):
@@ -339,10 +334,10 @@ class _Validator:
                 return number - 1
         return len(self.lines)
 
-    def error(self, message: str, *, task: str | None = None, key: str | None = None) -> ConfigFileError:
-        return ConfigFileError(
-            self.path, message, task=task, key=key, line=self.line_of(task, key)
-        )
+    def error(
+        self, message: str, *, task: str | None = None, key: str | None = None
+    ) -> ConfigFileError:
+        return ConfigFileError(self.path, message, task=task, key=key, line=self.line_of(task, key))
 
     # --- values ------------------------------------------------------------
 
@@ -361,20 +356,23 @@ class _Validator:
             if key not in TOP_LEVEL_KEYS:
                 raise self.unknown_key(key, TOP_LEVEL_KEYS, None)
         from_env = os.environ.get(DATABASE_ENV)
+        in_file = self.string(data["database"], None, "database") if "database" in data else None
         if from_env:
             database, source = from_env, "environment"
-        elif "database" in data:
-            database, source = self.string(data["database"], None, "database"), "file"
+        elif in_file is not None:
+            database, source = in_file, "file"
         else:
             database, source = DEFAULT_URL, "default"
-        if "database" in data:
-            self.string(data["database"], None, "database")
-        try:
-            normalize_url(database)
-        except ConfigError as exc:
-            if source == "environment":
+        if in_file is not None:
+            try:
+                normalize_url(in_file)
+            except ConfigError as exc:
+                raise self.error(str(exc), key="database") from None
+        if source == "environment":
+            try:
+                normalize_url(database)
+            except ConfigError as exc:
                 raise ConfigFileError(self.path, f"{DATABASE_ENV}: {exc}") from None
-            raise self.error(str(exc), key="database") from None
         namespace = None
         if "namespace" in data:
             namespace = self.string(data["namespace"], None, "namespace")
@@ -429,17 +427,13 @@ class _Validator:
                 task=name,
                 key="command" if "call" in table else None,
             )
-        kind_keys, other_keys = (
-            (CALL_KEYS, COMMAND_KEYS) if "call" in table else (COMMAND_KEYS, CALL_KEYS)
-        )
-        for key in other_keys:
+        for key in COMMAND_KEYS if "call" in table else CALL_KEYS:
             if key in table:
                 raise self.error(
                     f"applies to {'command' if key in COMMAND_KEYS else 'call'} tasks only",
                     task=name,
                     key=key,
                 )
-        del kind_keys
 
         schedule = self.schedule(name, table)
         lease_ttl = self.duration(name, table, "lease_ttl")
@@ -448,7 +442,9 @@ class _Validator:
         timeout = self.duration(name, table, "timeout")
         enabled = table.get("enabled", True)
         if not isinstance(enabled, bool):
-            raise self.error(f"must be true or false, not {_toml_type(enabled)}", task=name, key="enabled")
+            raise self.error(
+                f"must be true or false, not {_toml_type(enabled)}", task=name, key="enabled"
+            )
         line = self._table_start(name) or self._dotted_line(name, None)
 
         if "call" in table:
@@ -461,7 +457,7 @@ class _Validator:
         if "every" not in table and "cron" not in table:
             raise self.error(
                 "no schedule: give 'every' (e.g. every = \"5m\") or 'cron' "
-                "(e.g. cron = \"0 3 * * *\")",
+                '(e.g. cron = "0 3 * * *")',
                 task=name,
             )
         zone = None
@@ -483,7 +479,7 @@ class _Validator:
                 every = table["every"]
                 if not isinstance(every, (str, int, float)) or isinstance(every, bool):
                     raise ConfigError(
-                        f"must be a duration such as 30, \"90s\" or \"1h30m\", not {_toml_type(every)}"
+                        f'must be a duration such as 30, "90s" or "1h30m", not {_toml_type(every)}'
                     )
                 return Schedule.every(every)
         except ConfigError as exc:
@@ -501,7 +497,7 @@ class _Validator:
         try:
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 raise ConfigError(
-                    f"must be a duration such as 30, \"90s\" or \"1h30m\", not {_toml_type(value)}"
+                    f'must be a duration such as 30, "90s" or "1h30m", not {_toml_type(value)}'
                 )
             return parse_duration(value, what=key).total_seconds()
         except ConfigError as exc:
@@ -566,7 +562,9 @@ class _Validator:
     ) -> TaskSpec:
         shell = table.get("shell", False)
         if not isinstance(shell, bool):
-            raise self.error(f"must be true or false, not {_toml_type(shell)}", task=name, key="shell")
+            raise self.error(
+                f"must be true or false, not {_toml_type(shell)}", task=name, key="shell"
+            )
         raw = table["command"]
         command: str | tuple[str, ...]
         if isinstance(raw, str):
@@ -579,7 +577,7 @@ class _Validator:
                     command = tuple(shlex.split(raw))
                 except ValueError as exc:
                     raise self.error(
-                        f"cannot be split into words ({exc}); quote it properly or set shell = true",
+                        f"cannot be split into words ({exc}); fix the quoting or set shell = true",
                         task=name,
                         key="command",
                     ) from None
@@ -610,7 +608,9 @@ class _Validator:
             raise self.error(f"must be a table, not {_toml_type(env)}", task=name, key="env")
         for var, value in env.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
-                raise self.error(f"{var!r} is not a valid environment variable name", task=name, key="env")
+                raise self.error(
+                    f"{var!r} is not a valid environment variable name", task=name, key="env"
+                )
             if not isinstance(value, str):
                 raise self.error(
                     f"the value of {var} must be a string, not {_toml_type(value)}",

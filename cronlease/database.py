@@ -67,7 +67,17 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
         if backend == "sqlite":
             return _sqlite_engine(parsed, **options)
         if backend == "postgresql":
-            connect_args = {"connect_timeout": CONNECT_TIMEOUT, **options.pop("connect_args", {})}
+            connect_args = {
+                "connect_timeout": CONNECT_TIMEOUT,
+                # A server that vanishes without closing the socket must fail a
+                # statement in seconds, not hang a worker or the heartbeat thread.
+                "keepalives": 1,
+                "keepalives_idle": 5,
+                "keepalives_interval": 2,
+                "keepalives_count": 3,
+                "tcp_user_timeout": 10_000,
+                **options.pop("connect_args", {}),
+            }
             return create_engine(
                 parsed,
                 isolation_level="AUTOCOMMIT",

@@ -43,7 +43,9 @@ class WorkerPool:
         with self._lock:
             if self._idle == 0 and len(self._threads) < self._max_workers:
                 thread = threading.Thread(
-                    target=self._work, name=f"cronlease-worker-{len(self._threads) + 1}", daemon=True
+                    target=self._work,
+                    name=f"cronlease-worker-{len(self._threads) + 1}",
+                    daemon=True,
                 )
                 self._threads.append(thread)
                 thread.start()

@@ -46,7 +46,7 @@ class Heartbeats:
         self.failures = 0
 
     def track(self, lease: Lease) -> Liveness:
-        """Start renewing ``lease``; the returned Liveness tells the run whether it still holds it."""
+        """Start renewing ``lease``; the Liveness tells the run whether it still holds it."""
         liveness = Liveness(lease.ttl, lease.sent_at)
         entry = _Tracked(lease, liveness, due=lease.sent_at + lease.ttl / 3)
         with self._changed:

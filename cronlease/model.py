@@ -22,9 +22,7 @@ __all__ = [
     "truncate_error",
 ]
 
-Outcome = Literal[
-    "running", "succeeded", "failed", "lost", "timed_out", "interrupted", "abandoned"
-]
+Outcome = Literal["running", "succeeded", "failed", "lost", "timed_out", "interrupted", "abandoned"]
 FINAL_OUTCOMES: frozenset[str] = frozenset(
     {"succeeded", "failed", "lost", "timed_out", "interrupted"}
 )
@@ -78,7 +76,9 @@ class AcquireRequest:
         if isinstance(self.slot, bool) or not isinstance(self.slot, int) or self.slot < 0:
             raise ConfigError(f"slot must be a non-negative integer, got {self.slot!r}")
         if not (0 < self.ttl <= MAX_TTL_SECONDS) or math.isnan(self.ttl):
-            raise ConfigError(f"lease ttl must be in (0, {MAX_TTL_SECONDS:g}] seconds, got {self.ttl!r}")
+            raise ConfigError(
+                f"lease ttl must be in (0, {MAX_TTL_SECONDS:g}] seconds, got {self.ttl!r}"
+            )
         if not self.tolerance >= 0:
             raise ConfigError(f"tolerance must not be negative, got {self.tolerance!r}")
         if not self.holder or len(self.holder) > MAX_HOLDER_LENGTH - 9:

@@ -88,6 +88,7 @@ class TickRunner:
         *,
         stats: Stats | None = None,
         loop_getter: Callable[[], asyncio.AbstractEventLoop | None] = lambda: None,
+        on_schema_ready: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.holder = holder
@@ -99,17 +100,23 @@ class TickRunner:
         self._active_changed = threading.Condition()
         self._schema_ready = False
         self._schema_lock = threading.Lock()
+        self._on_schema_ready = on_schema_ready
+        self._accepting = True
 
     # --- schema -----------------------------------------------------------
 
     def ensure_schema(self) -> None:
-        """Create the tables once per process; raises StoreError."""
+        """Create the tables once per process, then run the ready hook; raises StoreError."""
         if self._schema_ready:
             return
         with self._schema_lock:
             if not self._schema_ready:
                 self.store.create_tables()
                 self._schema_ready = True
+                try:
+                    self._on_schema_ready()
+                except StoreError as exc:
+                    logger.debug("start-up check skipped: %s", exc)
 
     # --- ticks ------------------------------------------------------------
 
@@ -135,7 +142,9 @@ class TickRunner:
         with self._active_changed:
             if task.full_name in self._active:
                 self.stats.add("ticks_overlapped")
-                logger.debug("%s: tick %s skipped: the previous run is still going", task.full_name, slot)
+                logger.debug(
+                    "%s: tick %s skipped: the previous run is still going", task.full_name, slot
+                )
                 return None
         request = AcquireRequest(
             name=task.full_name,
@@ -160,8 +169,13 @@ class TickRunner:
         )
         return self._acquire_and_run(task, request, now)
 
-    def _acquire_and_run(self, task: Task, request: AcquireRequest, fire_time: datetime) -> str | None:
+    def _acquire_and_run(
+        self, task: Task, request: AcquireRequest, fire_time: datetime
+    ) -> str | None:
         what = f"{task.full_name}: tick {fire_time.isoformat()}"
+        if not self._accepting:
+            logger.debug("%s skipped: the scheduler is shutting down", what)
+            return None
         try:
             self.ensure_schema()
             lease = self.store.acquire(request)
@@ -260,6 +274,13 @@ class TickRunner:
     def running(self) -> list[str]:
         with self._active_changed:
             return sorted(self._active)
+
+    def stop_accepting(self) -> None:
+        """Take no new leases from now on (ticks already queued are skipped)."""
+        self._accepting = False
+
+    def start_accepting(self) -> None:
+        self._accepting = True
 
     def wait_idle(self, timeout: float | None) -> bool:
         """Wait until no run is in progress; False if some still are at the deadline."""

@@ -54,11 +54,11 @@ def parse_duration(value: object, *, what: str = "duration") -> timedelta:
     if isinstance(value, timedelta):
         result = value
     elif isinstance(value, (int, float)):
-        result = timedelta(seconds=value)
+        result = _seconds_delta(value, value, what)
     elif isinstance(value, str):
         text = value.strip().lower().replace(" ", "")
         if re.fullmatch(r"\d+(\.\d+)?", text):
-            result = timedelta(seconds=float(text))
+            result = _seconds_delta(float(text), value, what)
         else:
             pos, seconds = 0, 0.0
             for match in _DURATION_PART.finditer(text):
@@ -71,12 +71,20 @@ def parse_duration(value: object, *, what: str = "duration") -> timedelta:
                     f"{what} {value!r} is not a duration: use a number of seconds or units "
                     "such as '90s', '5m', '1h30m', '2d'"
                 )
-            result = timedelta(seconds=seconds)
+            result = _seconds_delta(seconds, value, what)
     else:
         raise ConfigError(f"{what} must be a duration such as 30, '90s' or '1h30m', not {value!r}")
     if result <= timedelta(0):
         raise ConfigError(f"{what} must be positive, got {value!r}")
     return result
+
+
+def _seconds_delta(seconds: float, value: object, what: str) -> timedelta:
+    # NaN, infinity and huge numbers make timedelta raise ValueError/OverflowError.
+    try:
+        return timedelta(seconds=seconds)
+    except (ValueError, OverflowError) as exc:
+        raise ConfigError(f"{what} {value!r} is not a usable duration") from exc
 
 
 def slot_of(fire_time: datetime) -> int:
@@ -95,7 +103,9 @@ def _zone(name: str) -> tzinfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ConfigError(f"unknown time zone {name!r}: use an IANA name such as 'Europe/Istanbul'") from exc
+        raise ConfigError(
+            f"unknown time zone {name!r}: use an IANA name such as 'Europe/Istanbul'"
+        ) from exc
 
 
 # --- crontab ---------------------------------------------------------------
@@ -143,7 +153,9 @@ def _field_values(text: str, index: int, expression: str) -> list[int]:
     for element in text.split(","):
         match = _ELEMENT.match(element)
         if not match:
-            raise ConfigError(f"cron expression {expression!r}: {label} field {text!r} is not valid")
+            raise ConfigError(
+                f"cron expression {expression!r}: {label} field {text!r} is not valid"
+            )
         span, step_text = match.groups()
         if span == "*":
             start, stop = low, high
@@ -174,12 +186,14 @@ def _crontab_trigger(expression: str, zone: tzinfo) -> tuple[str, BaseTrigger]:
     text = " ".join(expression.strip().lower().split())
     text = _MACROS.get(text, text)
     if text.startswith("@"):
-        raise ConfigError(f"cron expression {expression!r}: unsupported macro (use a five-field expression)")
+        raise ConfigError(
+            f"cron expression {expression!r}: unsupported macro (use a five-field expression)"
+        )
     fields = text.split(" ")
     if len(fields) != 5:
         raise ConfigError(
             f"cron expression {expression!r} must have five fields "
-            "(minute hour day-of-month month day-of-week), it has {len(fields)}"
+            f"(minute hour day-of-month month day-of-week), it has {len(fields)}"
         )
     expanded = [_field_values(part, index, expression) for index, part in enumerate(fields)]
     minute, hour, dom, month, _ = fields

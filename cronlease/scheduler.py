@@ -76,9 +76,11 @@ class Scheduler:
         self._by_name: dict[str, Task] = {}
         self._max_workers = max_workers
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.runner = TickRunner(self.store, self.holder, stats=self.stats, loop_getter=lambda: self._loop)
+        self.runner = TickRunner(
+            self.store, self.holder, stats=self.stats, loop_getter=lambda: self._loop
+        )
         self._apscheduler: BackgroundScheduler | None = None
-        self._stopping = threading.Event()
+        self._stop_requested = threading.Event()
         self._lock = threading.RLock()
 
     # --- declaring --------------------------------------------------------
@@ -168,17 +170,15 @@ class Scheduler:
                 self._loop = asyncio.get_running_loop()
             except RuntimeError:
                 self._loop = None
-            self._stopping.clear()
+            self._stop_requested.clear()
+            self.runner.start_accepting()
             try:
                 self.runner.ensure_schema()
-                self._check_fingerprints()
             except StoreError as exc:
                 self.runner.health.failed("startup", exc)
             apscheduler = BackgroundScheduler(
                 timezone=timezone.utc,
-                executors={
-                    "default": LeaseExecutor(self.runner, self._tasks, self._max_workers)
-                },
+                executors={"default": LeaseExecutor(self.runner, self._tasks, self._max_workers)},
                 job_defaults={
                     "coalesce": True,
                     # overlap and lateness are decided per tick by TickRunner
@@ -229,36 +229,34 @@ class Scheduler:
         its lease is left to expire: a lease is never released while its task
         executes.
         """
+        self._stop_requested.set()
         with self._lock:
             apscheduler, self._apscheduler = self._apscheduler, None
         if apscheduler is None:
             return
+        self.runner.stop_accepting()
         apscheduler.shutdown(wait=False)
         limit = self.shutdown_timeout if timeout is None else timeout
-        if wait and not self.runner.wait_idle(limit):
-            self.runner.interrupt_running()
-        elif not wait:
+        if not wait or not self.runner.wait_idle(limit):
             self.runner.interrupt_running()
         self.runner.close()
-        self._stopping.set()
         logger.info("cronlease replica %s stopped", self.holder)
 
     def run_forever(self) -> None:
-        """Start and block until SIGINT or SIGTERM (or :meth:`shutdown` from elsewhere), then stop."""
-        stop = threading.Event()
-        previous: dict[int, Any] = {}
+        """Start; block until SIGINT, SIGTERM or :meth:`shutdown` from elsewhere; then stop."""
+        previous: dict[signal.Signals, Any] = {}
 
         def on_signal(signum: int, _frame: FrameType | None) -> None:
             logger.info("received %s, shutting down", signal.Signals(signum).name)
-            stop.set()
+            self._stop_requested.set()
 
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 previous[signum] = signal.signal(signum, on_signal)
         try:
             self.start()
-            while not stop.is_set() and not self._stopping.is_set():
-                stop.wait(0.5)
+            while not self._stop_requested.wait(1.0):
+                pass
         finally:
             self.shutdown(wait=True)
             for signum, handler in previous.items():

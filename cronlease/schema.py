@@ -34,7 +34,7 @@ metadata = MetaData()
 def _name_type() -> String:
     # MySQL's default collations are case- and trailing-space-insensitive: two
     # task names differing only in case would share one lease row.
-    return String(MAX_NAME_LENGTH).with_variant(  # type: ignore[return-value]
+    return String(MAX_NAME_LENGTH).with_variant(
         mysql.VARCHAR(MAX_NAME_LENGTH, charset="utf8mb4", collation="utf8mb4_bin"),
         "mysql",
         "mariadb",

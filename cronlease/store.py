@@ -100,7 +100,9 @@ class LeaseStore:
             try:
                 conn = self.engine.connect()
             except SQLAlchemyError as exc:
-                raise StoreError(f"creating the cronlease tables failed: {describe_error(exc)}") from exc
+                raise StoreError(
+                    f"creating the cronlease tables failed: {describe_error(exc)}"
+                ) from exc
             try:
                 with conn, conn.begin():
                     metadata.create_all(conn, checkfirst=True)
@@ -131,10 +133,12 @@ class LeaseStore:
             logger.debug("%s: outcome unknown (%s); checking", what, describe_error(exc))
             fence = self._call(
                 what,
-                lambda conn: self.statements.owner_fence(
-                    conn, request.name, nonce_holder, request.slot, request.manual
-                )
-                or self.statements.acquire(conn, request, nonce_holder),
+                lambda conn: (
+                    self.statements.owner_fence(
+                        conn, request.name, nonce_holder, request.slot, request.manual
+                    )
+                    or self.statements.acquire(conn, request, nonce_holder)
+                ),
                 retry=False,
             )
         except SQLAlchemyError as exc:
@@ -216,7 +220,4 @@ class LeaseStore:
 
     def prune(self, max_age: float) -> int:
         """Delete finished runs older than ``max_age`` seconds; returns how many."""
-        return self._call(
-            "pruning run history", lambda conn: self.statements.prune(conn, max_age)
-        )
-
+        return self._call("pruning run history", lambda conn: self.statements.prune(conn, max_age))

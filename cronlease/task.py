@@ -148,7 +148,11 @@ class Task:
         kwargs: Mapping[str, Any] | None = None,
     ) -> Task:
         """Validate a declaration as the decorator receives it; ConfigError if invalid."""
-        label = name or getattr(func, "__name__", None) or repr(func)
+        # An explicit name="" is an error, not a request for the function's name.
+        label = name if name is not None else getattr(func, "__name__", None)
+        if label is None:
+            # repr() holds a memory address: every replica would name the task differently.
+            raise ConfigError(f"task {func!r} has no __name__: pass name=")
         if (every is None) == (cron is None):
             raise ConfigError(f"task {label!r}: give exactly one of every= or cron=")
         try:
@@ -184,5 +188,3 @@ class Task:
 
 def _seconds(value: object, what: str) -> float:
     return parse_duration(value, what=what).total_seconds()
-
-

@@ -52,7 +52,9 @@ def test_postgres_outage_skips_ticks_once_and_recovers(
         # Cut every connection, as a server restart would, while ticks keep coming.
         errors_before = scheduler.stats["lease_errors"]
         proxy.down()
-        wait_for(lambda: scheduler.stats["lease_errors"] >= errors_before + 2, 15, "two more failures")
+        wait_for(
+            lambda: scheduler.stats["lease_errors"] >= errors_before + 2, 15, "two more failures"
+        )
         runs_during_outage = len(slots)
         proxy.up()
         wait_for(lambda: len(slots) >= runs_during_outage + 2, 15, "runs after the second outage")

@@ -67,9 +67,7 @@ class Statements(ABC):
     def __init__(self, now: ColumnElement[float]) -> None:
         self.now = now
         lease_is_ours = and_(leases.c.name == name_param, leases.c.fence == fence_param)
-        self._heartbeat = (
-            update(leases).where(lease_is_ours).values(expires_at=now + ttl_param)
-        )
+        self._heartbeat = update(leases).where(lease_is_ours).values(expires_at=now + ttl_param)
         # 1 ms in the past: with the strict '<' of the lease rule and a millisecond
         # clock, an immediate re-acquire would otherwise often fail.
         self._release = update(leases).where(lease_is_ours).values(expires_at=now - 0.001)

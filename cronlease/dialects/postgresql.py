@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Double, String, bindparam, literal, literal_column, select
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Double,
+    String,
+    bindparam,
+    literal,
+    literal_column,
+    select,
+)
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 

@@ -20,7 +20,7 @@ class Proc:
     """A child process whose stdout lines are read by a thread, so reads can time out."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        self.stderr_file = tempfile.TemporaryFile(mode="w+")
+        self.stderr_file = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives with the process)
         self.popen = subprocess.Popen(
             [sys.executable, *args],
             cwd=ROOT,

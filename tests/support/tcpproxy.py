@@ -6,6 +6,7 @@ restart or a network fault would; ``up()`` listens again on the same port.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -36,10 +37,8 @@ class TcpProxy:
         if listener is not None:
             listener.close()
         for sock in sockets:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
     def _accept(self, listener: socket.socket) -> None:
@@ -71,7 +70,5 @@ class TcpProxy:
             pass
         finally:
             for sock in (source, target):
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass

@@ -1,0 +1,259 @@
+"""MySQL and MariaDB statements (MySQL >= 8.0, MariaDB >= 10.5; tested on MariaDB 10.11).
+
+Neither has ``ON CONFLICT ... DO UPDATE ... WHERE ... RETURNING``, so
+acquisition is an ``INSERT ... SELECT ... ON DUPLICATE KEY UPDATE`` decided by
+the attempt's nonce (DESIGN.md §3, the MariaDB note):
+
+- The ``SELECT`` carries the future-slot gate, so a gated attempt inserts
+  nothing and updates nothing, even for a task that never ran.
+- The first assignment is ``holder = IF(<lease free>, :nonce, holder)``; every
+  later one tests ``holder = :nonce``. MySQL evaluates the assignments left to
+  right and each sees the ones before it, so a condition repeated on every
+  column would test the row as already half-updated: ``slot`` would no longer
+  be older than the new slot after ``slot`` itself was set, and so on.
+- The assigned values are the bind parameters and the clock expression
+  themselves, not ``VALUES(col)`` (deprecated in MySQL 8.0.20, unknown to
+  MariaDB's ``AS new`` alias form): the statement text is the same on both.
+- Whether this attempt won is then read back by the nonce, in the same
+  transaction: the affected-row count is ambiguous (SQLAlchemy sets the
+  FOUND_ROWS client flag), ``LAST_INSERT_ID()`` keeps a stale value per
+  connection, and MySQL has no ``RETURNING``. A winner marks earlier-fence
+  ``running`` runs ``abandoned`` and records its run before committing, while
+  it holds the lease row's lock.
+
+Every write transaction here runs at READ COMMITTED, whatever the session's
+level (a user engine may be REPEATABLE READ): the lease and run statements
+would otherwise take gap locks on the runs index, and concurrent winners of
+neighbouring task names could deadlock on them. All transactions that touch
+both tables lock the lease row first. If InnoDB still picks an acquisition as
+a deadlock victim, the whole transaction was rolled back, and it is retried
+once: the slot gate makes a second attempt safe.
+
+The clock is the UTC timestamp counted from the epoch as plain datetime
+arithmetic, so the session ``time_zone`` (which ``UNIX_TIMESTAMP(NOW(6))``
+depends on, wrongly in a DST fold) cannot move lease times.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Double,
+    String,
+    and_,
+    bindparam,
+    case,
+    false,
+    literal,
+    literal_column,
+    not_,
+    select,
+    true,
+)
+from sqlalchemy.dialects.mysql import insert
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
+
+from cronlease.dialects.base import (
+    Statements,
+    acquire_params,
+    manual_param,
+    name_param,
+    run_slot_param,
+    slot_param,
+    ttl_param,
+)
+from cronlease.model import AcquireRequest
+from cronlease.schema import leases, runs
+
+__all__ = ["NOW", "STATEMENTS", "MySQLStatements"]
+
+logger = logging.getLogger("cronlease")
+
+# Epoch seconds with microseconds. UTC_TIMESTAMP(6) ignores the session time
+# zone and, like NOW(), is fixed for the whole statement.
+NOW = literal_column(
+    "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1e6)", Double
+)
+
+# Applies to the next transaction of the session only; sent before each write transaction.
+READ_COMMITTED = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+ER_LOCK_DEADLOCK = 1213
+
+holder_param = bindparam("b_holder", type_=String)
+fingerprint_param = bindparam("b_fingerprint", type_=String)
+tolerance_param = bindparam("b_tolerance", type_=Double)
+
+_LEASE_COLUMNS = [
+    leases.c.name,
+    leases.c.holder,
+    leases.c.fence,
+    leases.c.slot,
+    leases.c.acquired_at,
+    leases.c.expires_at,
+    leases.c.paused,
+    leases.c.fingerprint,
+]
+
+
+def build_acquire(*, manual: bool) -> Any:
+    """The acquisition upsert; it changes the row only if the lease was free for this slot.
+
+    A scheduled acquisition needs the lease expired, the slot newer than the
+    row's and not from the future, and the task not paused. A manual one (run
+    now) needs only expiry and no pause, and leaves the slot cursor as it is
+    (-1 for a task that never ran, so its first scheduled tick still runs).
+    """
+    new_slot: Any = literal(-1, BigInteger) if manual else slot_param
+    source = select(
+        name_param,
+        holder_param,
+        literal(1, BigInteger),
+        new_slot,
+        NOW,
+        NOW + ttl_param,
+        false(),
+        fingerprint_param,
+    )
+    if not manual:
+        source = source.where(slot_param / 1000.0 <= NOW + tolerance_param)
+    lease_free = and_(leases.c.expires_at < NOW, not_(leases.c.paused))
+    if not manual:
+        lease_free = and_(lease_free, leases.c.slot < slot_param)
+    # After the first assignment, the row carries this attempt's nonce if and only if it won.
+    ours = leases.c.holder == holder_param
+    assignments: list[tuple[str, Any]] = [
+        ("holder", case((lease_free, holder_param), else_=leases.c.holder)),
+        ("fence", case((ours, leases.c.fence + 1), else_=leases.c.fence)),
+    ]
+    if not manual:
+        assignments.append(("slot", case((ours, slot_param), else_=leases.c.slot)))
+    assignments += [
+        ("acquired_at", case((ours, NOW), else_=leases.c.acquired_at)),
+        ("expires_at", case((ours, NOW + ttl_param), else_=leases.c.expires_at)),
+        ("fingerprint", case((ours, fingerprint_param), else_=leases.c.fingerprint)),
+    ]
+    return insert(leases).from_select(_LEASE_COLUMNS, source).on_duplicate_key_update(assignments)
+
+
+def build_set_paused() -> Any:
+    """Upsert the paused flag, so that a task that never ran can be paused too."""
+    return (
+        insert(leases)
+        .values(
+            name=name_param,
+            holder="",
+            fence=0,
+            slot=-1,
+            acquired_at=0.0,
+            expires_at=0.0,
+            paused=True,
+        )
+        .on_duplicate_key_update([("paused", true())])
+    )
+
+
+def is_deadlock(exc: OperationalError) -> bool:
+    args = getattr(exc.orig, "args", ())
+    return bool(args) and args[0] == ER_LOCK_DEADLOCK
+
+
+class MySQLStatements(Statements):
+    dialect_names = ("mysql", "mariadb")
+
+    def __init__(self) -> None:
+        super().__init__(NOW)
+        self._acquire = build_acquire(manual=False)
+        self._acquire_manual = build_acquire(manual=True)
+        self._set_paused = build_set_paused()
+        self._won = select(leases.c.fence, leases.c.acquired_at).where(
+            leases.c.name == name_param, leases.c.holder == holder_param
+        )
+        self._record_run = runs.insert().values(
+            name=name_param,
+            slot=run_slot_param,
+            manual=manual_param,
+            fence=bindparam("b_fence", type_=BigInteger),
+            holder=holder_param,
+            scheduled_for=bindparam("b_scheduled_for", type_=Double),
+            started_at=bindparam("b_started_at", type_=Double),
+            outcome=literal("running", String),
+        )
+
+    def acquire(self, conn: Connection, request: AcquireRequest, nonce_holder: str) -> int | None:
+        params = acquire_params(request, nonce_holder)
+        try:
+            return self._acquire_once(conn, request, params)
+        except OperationalError as exc:
+            if not is_deadlock(exc) or exc.connection_invalidated:
+                raise
+            # InnoDB rolled the whole transaction back: nothing of it took effect.
+            logger.debug("acquiring the lease of %r: deadlock victim; retrying once", request.name)
+        return self._acquire_once(conn, request, params)
+
+    def _acquire_once(
+        self, conn: Connection, request: AcquireRequest, params: dict[str, Any]
+    ) -> int | None:
+        statement = self._acquire_manual if request.manual else self._acquire
+        with conn.begin():
+            conn.exec_driver_sql(READ_COMMITTED)
+            conn.execute(statement, params)
+            row = conn.execute(self._won, params).first()
+            if row is None:
+                return None
+            fence = int(row.fence)
+            conn.execute(self._abandon, {"b_name": request.name, "b_fence": fence})
+            conn.execute(
+                self._record_run,
+                {**params, "b_fence": fence, "b_started_at": float(row.acquired_at)},
+            )
+            return fence
+
+    def finish(
+        self,
+        conn: Connection,
+        *,
+        name: str,
+        run_slot: int,
+        manual: bool,
+        fence: int,
+        outcome: str,
+        error: str | None,
+        release: bool,
+    ) -> None:
+        # The lease row first, as in acquire: a late finish that locked its run
+        # row first could deadlock with a winner that is abandoning that run.
+        with conn.begin():
+            conn.exec_driver_sql(READ_COMMITTED)
+            if release:
+                conn.execute(self._release, {"b_name": name, "b_fence": fence})
+            conn.execute(
+                self._finish_run,
+                {
+                    "b_name": name,
+                    "b_run_slot": run_slot,
+                    "b_manual": manual,
+                    "b_fence": fence,
+                    "b_outcome": outcome,
+                    "b_error": error,
+                },
+            )
+
+    def set_paused(self, conn: Connection, name: str) -> None:
+        with conn.begin():
+            conn.exec_driver_sql(READ_COMMITTED)
+            conn.execute(self._set_paused, {"b_name": name})
+
+    def prune(self, conn: Connection, max_age: float) -> int:
+        # A scan of the whole runs table: at REPEATABLE READ it would gap-lock
+        # every run and stall winners recording theirs until it commits.
+        with conn.begin():
+            conn.exec_driver_sql(READ_COMMITTED)
+            return int(conn.execute(self._prune, {"b_max_age": max_age}).rowcount)
+
+
+STATEMENTS = MySQLStatements()

@@ -1,0 +1,34 @@
+"""The README's first command runs a real scheduler: run the example as a user would."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.procs import ROOT, wait_for
+
+
+def test_quickstart_runs_ticks_and_stops_cleanly(tmp_path: Path) -> None:
+    log = tmp_path / "quickstart.log"
+    env = {k: v for k, v in os.environ.items() if k != "CRONLEASE_DATABASE_URL"}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        try:
+            wait_for(lambda: log.read_text().count("refresh_cache ran") >= 2, 20, "two runs")
+        finally:
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(timeout=30)
+    text = log.read_text()
+    assert code == 0, text
+    assert (tmp_path / "cronlease.db").exists()  # the default SQLite file, in the working dir
+    assert "outcome=succeeded" in text
+    assert "Traceback" not in text

@@ -1,0 +1,540 @@
+"""The MySQL/MariaDB backend against a real server, beyond the shared contract suite.
+
+- Real OS processes released by a start gate race for the same slot, round
+  after round, under READ COMMITTED sessions (cronlease's own engine) and
+  REPEATABLE READ sessions (a user's engine, also in a non-UTC time zone).
+  Wins are counted at a side-effect ledger without a unique constraint.
+- A brand-new task name raced by every process at once.
+- An acquisition chosen as a deadlock victim is retried once and wins.
+- A session time zone other than UTC does not move lease times.
+
+The server is ``CRONLEASE_TEST_MYSQL_URL`` (default the local MariaDB); an
+unreachable server skips, or fails when ``CRONLEASE_TEST_REQUIRE`` names mysql.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import random
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from conftest import url_for
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Connection, Engine
+
+from cronlease.database import create_store_engine, normalize_url
+from cronlease.model import AcquireRequest, Lease
+from cronlease.store import LeaseStore
+
+ROOT = Path(__file__).resolve().parents[1]
+PROCESSES = 8
+RACE_ROUNDS = 200
+NEW_NAME_ROUNDS = 40
+# Offsets, not zone names: MariaDB knows zone names only once its time zone tables are loaded.
+ODD_TIME_ZONES = ["+05:30", "-09:30", "+13:45", "+03:00"]
+LOCK_ERRORS = ("deadlock", "lock wait", "1213", "1205")
+
+# One replica for the race: it prints "ready <isolation>", then for every
+# "go <task> <slot>" line (the start gate) tries to acquire, and if it won,
+# appends to the ledger, finishes the run (releasing the lease) and prints
+# "won <fence>"; otherwise "lost". Errors are printed, never raised, so one
+# process failing cannot hide what the others did.
+WORKER = textwrap.dedent(
+    """
+    import logging, os, sys, traceback
+    from sqlalchemy import create_engine, text
+    from cronlease.database import create_store_engine, normalize_url
+    from cronlease.model import AcquireRequest
+    from cronlease.store import LeaseStore
+
+    url, isolation, time_zone, ledger, holder = sys.argv[1:6]
+    logging.basicConfig(stream=sys.stderr, level=logging.DEBUG)
+    logging.getLogger("sqlalchemy").setLevel(logging.WARNING)
+    init = {"init_command": f"SET time_zone = '{time_zone}'"}
+    if isolation == "READ COMMITTED":
+        # cronlease's own engine, with the time zone a user might pass through
+        engine = create_store_engine(url, connect_args=init)
+    else:
+        # a user's engine, as given to LeaseStore(engine)
+        engine = create_engine(normalize_url(url), isolation_level=isolation, connect_args=init)
+    store = LeaseStore(engine)
+    side_effects = create_engine(normalize_url(url), isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        level = conn.get_isolation_level()
+    store.database_time()  # a pooled connection, ready before the gate opens
+    print("ready", level.replace(" ", "_"), flush=True)
+    for line in sys.stdin:
+        command = line.split()
+        if command[0] != "go":
+            break
+        name, slot = command[1], int(command[2])
+        try:
+            lease = store.acquire(AcquireRequest(name=name, slot=slot, ttl=60.0, holder=holder))
+            if lease is None:
+                print("lost", flush=True)
+                continue
+            with side_effects.connect() as conn:
+                conn.execute(
+                    text(f"INSERT INTO {ledger} (task, slot, fence, pid) VALUES (:t, :s, :f, :p)"),
+                    {"t": name, "s": slot, "f": lease.fence, "p": os.getpid()},
+                )
+            store.finish(lease, "succeeded")
+            print("won", lease.fence, flush=True)
+        except Exception as exc:
+            traceback.print_exc()
+            print("error", type(exc).__name__, str(exc).replace("\\n", " "), flush=True)
+    store.dispose()
+    """
+)
+
+
+@pytest.fixture
+def mysql_url(tmp_path: Path) -> str:
+    return url_for("mysql", tmp_path)
+
+
+@pytest.fixture
+def store(mysql_url: str) -> Iterator[LeaseStore]:
+    lease_store = LeaseStore.from_url(mysql_url)
+    lease_store.create_tables()
+    yield lease_store
+    lease_store.dispose()
+
+
+@pytest.fixture
+def raw(mysql_url: str) -> Iterator[Engine]:
+    """A plain SQLAlchemy engine on the same server, for probes and setup."""
+    engine = create_engine(normalize_url(mysql_url), isolation_level="AUTOCOMMIT")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def ledger(raw: Engine, store: LeaseStore) -> Iterator[str]:
+    """A side-effect ledger table of this test's own, without a unique constraint."""
+    table = f"cronlease_test_mysql_ledger_{uuid.uuid4().hex[:8]}"
+    with raw.connect() as conn:
+        conn.execute(
+            text(
+                f"CREATE TABLE {table} (id BIGINT AUTO_INCREMENT PRIMARY KEY,"
+                " task VARCHAR(255) NOT NULL, slot BIGINT NOT NULL,"
+                " fence BIGINT NOT NULL, pid INT NOT NULL)"
+            )
+        )
+    yield table
+    with raw.connect() as conn:
+        conn.execute(text(f"DROP TABLE {table}"))
+
+
+def unique_name(prefix: str = "mysql") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def server_slot(store: LeaseStore) -> int:
+    """A slot a minute behind the database clock, so it and its successors are never 'future'."""
+    return int(store.database_time() * 1000) - 60_000
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
+
+
+# --- the multi-process race ----------------------------------------------------
+
+
+class Worker:
+    """One racing process; its stdout lines are read by a thread so reads can time out."""
+
+    def __init__(self, script: Path, *args: str, stderr_path: Path) -> None:
+        self.stderr_path = stderr_path
+        self._stderr = stderr_path.open("w")
+        self.popen = subprocess.Popen(
+            [sys.executable, str(script), *args],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.output: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def next_line(self, deadline: float) -> str:
+        try:
+            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no answer in time; stderr:\n{self.stderr()}") from None
+        if line is None:
+            raise AssertionError(f"worker exited; stderr:\n{self.stderr()}")
+        self.output.append(line)
+        return line
+
+    def send(self, line: str) -> None:
+        assert self.popen.stdin is not None
+        self.popen.stdin.write(line + "\n")
+        self.popen.stdin.flush()
+
+    def stderr(self) -> str:
+        self._stderr.flush()
+        return self.stderr_path.read_text()
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            try:
+                self.send("stop")
+                self.popen.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.popen.kill()
+                self.popen.wait(timeout=10)
+        self._stderr.close()
+
+
+class Race:
+    """PROCESSES workers on one database, released together round after round."""
+
+    def __init__(self, tmp_path: Path, url: str, ledger: str, isolation: str, zones: list[str]):
+        script = tmp_path / "race_worker.py"
+        script.write_text(WORKER)
+        self.workers = [
+            Worker(
+                script,
+                url,
+                isolation,
+                zones[index % len(zones)],
+                ledger,
+                f"racer-{index}",
+                stderr_path=tmp_path / f"worker-{index}.err",
+            )
+            for index in range(PROCESSES)
+        ]
+        deadline = time.monotonic() + 60
+        self.levels = [worker.next_line(deadline).split() for worker in self.workers]
+
+    def round(self, name: str, slot: int) -> list[str]:
+        """Open the gate for every worker (in random order); their answers, by worker."""
+        order = list(self.workers)
+        random.shuffle(order)
+        for worker in order:
+            worker.send(f"go {name} {slot}")
+        deadline = time.monotonic() + 30
+        return [worker.next_line(deadline) for worker in self.workers]
+
+    def stop(self) -> list[str]:
+        """Stop every worker; the stderr of each (logging included)."""
+        for worker in self.workers:
+            worker.stop()
+        return [worker.stderr() for worker in self.workers]
+
+
+def ledger_rows(raw: Engine, ledger: str) -> list[tuple[str, int, int, int]]:
+    with raw.connect() as conn:
+        rows = conn.execute(text(f"SELECT task, slot, fence, pid FROM {ledger} ORDER BY id")).all()
+    return [(str(task), int(slot), int(fence), int(pid)) for task, slot, fence, pid in rows]
+
+
+def lock_problems(race_output: list[str], stderrs: list[str]) -> list[str]:
+    lines = race_output + [line for err in stderrs for line in err.splitlines()]
+    return [line for line in lines if any(word in line.lower() for word in LOCK_ERRORS)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("isolation", "zones"),
+    [("READ COMMITTED", ["+00:00"]), ("REPEATABLE READ", ODD_TIME_ZONES)],
+    ids=["read-committed", "repeatable-read"],
+)
+def test_processes_race_for_each_slot_one_winner_per_round(
+    tmp_path: Path,
+    mysql_url: str,
+    store: LeaseStore,
+    raw: Engine,
+    ledger: str,
+    isolation: str,
+    zones: list[str],
+) -> None:
+    name = unique_name("race")
+    first_slot = server_slot(store)
+    started = time.monotonic()
+    race = Race(tmp_path, mysql_url, ledger, isolation, zones)
+    try:
+        assert {tuple(level) for level in race.levels} == {("ready", isolation.replace(" ", "_"))}
+        answers = [race.round(name, first_slot + index) for index in range(RACE_ROUNDS)]
+    finally:
+        stderrs = race.stop()
+    elapsed = time.monotonic() - started
+
+    flat = [line for round_ in answers for line in round_]
+    errors = [line for line in flat if line.startswith("error")]
+    assert not errors, errors[:5]
+    assert not lock_problems(flat, stderrs), lock_problems(flat, stderrs)[:5]
+    winners = [[line for line in round_ if line.startswith("won")] for round_ in answers]
+    assert [len(won) for won in winners] == [1] * RACE_ROUNDS
+    fences = [int(won[0].split()[1]) for won in winners]
+    assert all(a < b for a, b in zip(fences, fences[1:])), fences
+    assert fences == list(range(1, RACE_ROUNDS + 1))
+
+    rows = ledger_rows(raw, ledger)
+    assert Counter(slot for _, slot, _, _ in rows) == Counter(
+        first_slot + index for index in range(RACE_ROUNDS)
+    )
+    assert [fence for _, _, fence, _ in rows] == fences
+    # the race was a race: more than one process won rounds
+    by_pid = Counter(pid for _, _, _, pid in rows)
+    assert len(by_pid) > 1, by_pid
+
+    history = store.history(name, limit=RACE_ROUNDS + 10)
+    assert len(history) == RACE_ROUNDS
+    assert {run.outcome for run in history} == {"succeeded"}
+    (row,) = store.leases([name])
+    assert (row.fence, row.slot) == (RACE_ROUNDS, first_slot + RACE_ROUNDS - 1)
+    print(
+        f"{isolation}: {RACE_ROUNDS} rounds x {PROCESSES} processes in {elapsed:.1f} s;"
+        f" wins per process {sorted(by_pid.values(), reverse=True)}"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "isolation", ["READ COMMITTED", "REPEATABLE READ"], ids=["read-committed", "repeatable-read"]
+)
+def test_processes_race_for_a_brand_new_task(
+    tmp_path: Path,
+    mysql_url: str,
+    store: LeaseStore,
+    raw: Engine,
+    ledger: str,
+    isolation: str,
+) -> None:
+    names = [unique_name("new") for _ in range(NEW_NAME_ROUNDS)]
+    slot = server_slot(store)
+    race = Race(tmp_path, mysql_url, ledger, isolation, ["+00:00"])
+    try:
+        answers = [race.round(name, slot) for name in names]
+    finally:
+        stderrs = race.stop()
+
+    flat = [line for round_ in answers for line in round_]
+    assert not [line for line in flat if line.startswith("error")]
+    assert not lock_problems(flat, stderrs), lock_problems(flat, stderrs)[:5]
+    for round_ in answers:
+        assert sorted(round_) == ["lost"] * (PROCESSES - 1) + ["won 1"], round_
+    rows = ledger_rows(raw, ledger)
+    assert sorted(task for task, _, _, _ in rows) == sorted(names)
+    assert {fence for _, _, fence, _ in rows} == {1}
+    for info in store.leases(names):
+        assert (info.fence, info.slot, info.paused) == (1, slot, False)
+
+
+# --- a deadlock victim is retried once -------------------------------------------
+
+
+def innodb_deadlocks(conn: Connection) -> int:
+    row = conn.execute(text("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")).first()
+    assert row is not None, "this server does not count InnoDB deadlocks"
+    return int(row[1])
+
+
+def test_a_deadlock_victim_acquisition_is_retried_once(
+    store: LeaseStore, raw: Engine, ledger: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another transaction locks an old run row, then the lease row, while acquire waits.
+
+    The acquisition holds the lease row and waits for the run row (to mark it
+    abandoned); the other transaction, made heavier so that InnoDB picks the
+    acquisition as the victim, then asks for the lease row: a deadlock. The
+    acquisition is rolled back whole, retried once, and wins with the next fence.
+    """
+    caplog.set_level(logging.DEBUG, logger="cronlease")
+    name = unique_name("deadlock")
+    slot = server_slot(store)
+    first = store.acquire(AcquireRequest(name=name, slot=slot, ttl=30, holder="old"))
+    assert first is not None
+    assert store.release(first)  # the lease is free; its run is still 'running'
+
+    with raw.connect() as probe:
+        deadlocks_before = innodb_deadlocks(probe)
+    other_engine = create_engine(normalize_url(str(store.engine.url)))
+    result: list[Lease | None | BaseException] = []
+
+    def acquire() -> None:
+        try:
+            result.append(
+                store.acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="new"))
+            )
+        except BaseException as exc:
+            result.append(exc)
+
+    acquirer = threading.Thread(target=acquire)
+    try:
+        with other_engine.connect() as other:
+            transaction = other.begin()
+            other.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            other.execute(
+                text(f"INSERT INTO {ledger} (task, slot, fence, pid) VALUES (:t, :s, 0, 0)"),
+                [{"t": name, "s": index} for index in range(200)],
+            )
+            other.execute(
+                text("UPDATE cronlease_runs SET error = 'locked' WHERE name = :n AND slot = :s"),
+                {"n": name, "s": slot},
+            )
+            acquirer.start()
+            with raw.connect() as probe:
+                wait_for(
+                    lambda: probe.execute(
+                        text(
+                            "SELECT COUNT(*) FROM information_schema.innodb_trx"
+                            " WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE :q"
+                        ),
+                        {"q": f"UPDATE cronlease_runs%{name}%"},
+                    ).scalar_one(),
+                    timeout=20,
+                    what="the acquisition to wait for the locked run row",
+                )
+            # closes the cycle; InnoDB rolls back the lighter transaction: the acquisition
+            other.execute(
+                text("UPDATE cronlease_leases SET fingerprint = 'x' WHERE name = :n"), {"n": name}
+            )
+            transaction.rollback()
+        acquirer.join(timeout=30)
+    finally:
+        other_engine.dispose()
+        acquirer.join(timeout=30)
+
+    assert len(result) == 1 and isinstance(result[0], Lease), result
+    assert result[0].fence == 2  # the rolled-back first attempt left no trace
+    with raw.connect() as probe:
+        assert innodb_deadlocks(probe) > deadlocks_before
+    assert any("deadlock victim; retrying once" in r.getMessage() for r in caplog.records)
+    runs = {run.slot: run for run in store.history(name)}
+    assert (runs[slot].outcome, runs[slot].error) == (
+        "abandoned",
+        "its holder stopped renewing the lease",
+    )
+    assert (runs[slot + 1].outcome, runs[slot + 1].fence) == ("running", 2)
+    (row,) = store.leases([name])
+    assert (row.fence, row.slot, row.fingerprint) == (2, slot + 1, None)
+
+
+# --- time zones ---------------------------------------------------------------
+
+
+def engine_in_zone(url: str, zone: str) -> Engine:
+    """cronlease's engine with a user-supplied session time zone."""
+    return create_store_engine(url, connect_args={"init_command": f"SET time_zone = '{zone}'"})
+
+
+@pytest.mark.parametrize("zone", ODD_TIME_ZONES)
+def test_database_time_ignores_the_session_time_zone(mysql_url: str, zone: str) -> None:
+    store = LeaseStore(engine_in_zone(mysql_url, zone))
+    try:
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT @@session.time_zone").scalar_one() == zone
+            # UNIX_TIMESTAMP() without an argument is whole epoch seconds in any zone
+            ours, whole = conn.execute(
+                text(f"SELECT {store.statements.now}, UNIX_TIMESTAMP()")
+            ).one()
+        assert 0 <= float(ours) - int(whole) < 1
+        assert abs(store.database_time() - time.time()) < 5  # the server is this machine's
+    finally:
+        store.dispose()
+
+
+def test_leases_taken_in_different_time_zones_agree(mysql_url: str, store: LeaseStore) -> None:
+    stores = {zone: LeaseStore(engine_in_zone(mysql_url, zone)) for zone in ODD_TIME_ZONES}
+    try:
+        name = unique_name("zones")
+        slot = server_slot(store)
+        for index, (zone, zoned) in enumerate(stores.items()):
+            before = store.database_time()
+            lease = zoned.acquire(AcquireRequest(name=name, slot=slot + index, ttl=20, holder=zone))
+            assert lease is not None, zone
+            after = store.database_time()
+            (row,) = store.leases([name])
+            assert before <= row.acquired_at <= after, zone
+            assert row.expires_at - row.acquired_at == pytest.approx(20.0, abs=1e-6)
+            # the lease is held: neither the UTC store nor another zone takes the next slot
+            for other in (store, *stores.values()):
+                refused = other.acquire(
+                    AcquireRequest(name=name, slot=slot + index + 1, ttl=20, holder="x")
+                )
+                assert refused is None, zone
+            zoned.finish(lease, "succeeded")
+            (row,) = store.leases([name])
+            assert row.expires_at < store.database_time()
+    finally:
+        for zoned in stores.values():
+            zoned.dispose()
+
+
+def test_database_time_is_right_in_a_daylight_saving_fold(raw: Engine, store: LeaseStore) -> None:
+    """At the autumn change, local times repeat: UNIX_TIMESTAMP(NOW(6)) is an hour off for one
+    of them. Needs the server's time zone tables (mariadb-tzinfo-to-sql)."""
+    with raw.connect() as conn:
+        loaded = conn.exec_driver_sql("SELECT COUNT(*) FROM mysql.time_zone_name").scalar_one()
+    if not loaded:
+        pytest.skip(
+            "the server's time zone tables are empty (load them with mariadb-tzinfo-to-sql)"
+        )
+    # 2024-10-27 00:30:00 UTC is 02:30 CEST in Berlin; an hour later is 02:30 CET again.
+    first_0230 = 1729989000
+    with raw.connect() as conn:
+        conn.exec_driver_sql("SET time_zone = 'Europe/Berlin'")
+        for instant in (first_0230, first_0230 + 3600):
+            conn.exec_driver_sql(f"SET timestamp = {instant}.25")
+            ours, naive = conn.execute(
+                text(f"SELECT {store.statements.now}, UNIX_TIMESTAMP(NOW(6))")
+            ).one()
+            assert float(ours) == pytest.approx(instant + 0.25, abs=1e-6)
+            if instant == first_0230:
+                assert float(naive) != pytest.approx(
+                    instant + 0.25, abs=1
+                )  # why NOW(6) is not used
+        conn.exec_driver_sql("SET timestamp = DEFAULT")
+
+
+# --- names -------------------------------------------------------------------
+
+
+def test_task_names_differing_in_case_are_two_leases(store: LeaseStore) -> None:
+    lower = unique_name("case")
+    upper = lower.upper()
+    slot = server_slot(store)
+    first = store.acquire(AcquireRequest(name=lower, slot=slot, ttl=30, holder="a"))
+    second = store.acquire(AcquireRequest(name=upper, slot=slot, ttl=30, holder="b"))
+    assert first is not None and second is not None
+    assert (first.fence, second.fence) == (1, 1)
+    assert [info.name for info in store.leases([lower, upper])] == sorted([lower, upper])
+    store.pause(upper)
+    assert [info.paused for info in store.leases([upper, lower])] == [True, False]
+
+
+def test_unicode_task_names_round_trip(store: LeaseStore) -> None:
+    name = unique_name("İstanbul-gece-raporu-🌙")
+    slot = server_slot(store)
+    lease = store.acquire(AcquireRequest(name=name, slot=slot, ttl=30, holder="h"))
+    assert lease is not None
+    assert [info.name for info in store.leases([name])] == [name]
+    assert store.acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="h")) is None
