@@ -16,7 +16,9 @@ __all__ = [
     "AcquireRequest",
     "Lease",
     "LeaseInfo",
+    "LeaseState",
     "Outcome",
+    "Refusal",
     "RunRecord",
     "check_task_name",
     "truncate_error",
@@ -135,3 +137,49 @@ class RunRecord:
         if self.finished_at is None:
             return None
         return max(0.0, self.finished_at - self.started_at)
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """The lease row as a refused acquisition saw it, with the database clock then."""
+
+    slot: int
+    expires_at: float
+    paused: bool
+    db_now: float
+
+
+RefusalReason = Literal["paused", "taken", "held", "future", "contended"]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why an acquisition did not take the lease. Not an error: a normal outcome.
+
+    - ``taken``: this slot (or a later one) was already acquired — ran or runs elsewhere
+    - ``held``: an older slot's lease is still unexpired; ``expires_in`` says for how long
+    - ``paused``: the task is paused fleet-wide
+    - ``future``: the slot lies ahead of the database clock by more than the tolerance
+    - ``contended``: another replica won between the statement's read and its write
+    """
+
+    reason: RefusalReason
+    expires_in: float | None = None
+
+    @classmethod
+    def explain(cls, request: AcquireRequest, state: LeaseState | None) -> Refusal:
+        if state is None:
+            # No row, so no database time: judge the future gate by this host's clock.
+            if not request.manual and request.slot / 1000.0 > time.time() + request.tolerance:
+                return cls("future")
+            return cls("contended")
+        if state.paused:
+            return cls("paused")
+        if not request.manual and state.slot >= request.slot:
+            return cls("taken")
+        if state.expires_at >= state.db_now:
+            return cls("held", expires_in=state.expires_at - state.db_now)
+        if not request.manual and request.slot / 1000.0 > state.db_now + request.tolerance:
+            return cls("future")
+        return cls("contended")
+

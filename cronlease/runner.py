@@ -101,7 +101,7 @@ class TickRunner:
         self._schema_ready = False
         self._schema_lock = threading.Lock()
         self._on_schema_ready = on_schema_ready
-        self._accepting = True
+        self._stopped = threading.Event()
 
     # --- schema -----------------------------------------------------------
 
@@ -120,16 +120,17 @@ class TickRunner:
 
     # --- ticks ------------------------------------------------------------
 
-    def run_tick(self, task: Task, fire_time: datetime) -> str | None:
+    def run_tick(self, task: Task, fire_time: datetime, *, catch_up: bool = False) -> str | None:
         """Run the tick of ``task`` scheduled at ``fire_time`` if this replica wins it.
 
         Returns the recorded outcome, or None when the tick was skipped here.
-        Never raises for a database error or a failing task.
+        Never raises for a database error or a failing task. A ``catch_up``
+        tick (missed while every replica was down) is exempt from the grace.
         """
         slot = slot_of(fire_time)
-        lateness = (datetime.now(timezone.utc) - fire_time).total_seconds()
         grace = task.grace_for(fire_time)
-        if lateness > grace:
+        lateness = (datetime.now(timezone.utc) - fire_time).total_seconds()
+        if lateness > grace and not catch_up:
             self.stats.add("ticks_missed")
             logger.warning(
                 "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
@@ -154,7 +155,8 @@ class TickRunner:
             tolerance=task.schedule.tolerance(fire_time),
             fingerprint=task.schedule.fingerprint,
         )
-        return self._acquire_and_run(task, request, fire_time)
+        pickup_until = None if catch_up else fire_time.timestamp() + grace
+        return self._acquire_and_run(task, request, fire_time, pickup_until)
 
     def run_now(self, task: Task) -> str | None:
         """A manual run: through the lease (never beside a scheduled run), slot cursor untouched."""
@@ -167,27 +169,66 @@ class TickRunner:
             fingerprint=task.schedule.fingerprint,
             manual=True,
         )
-        return self._acquire_and_run(task, request, now)
+        return self._acquire_and_run(task, request, now, None)
 
     def _acquire_and_run(
-        self, task: Task, request: AcquireRequest, fire_time: datetime
+        self,
+        task: Task,
+        request: AcquireRequest,
+        fire_time: datetime,
+        pickup_until: float | None,
     ) -> str | None:
+        """Acquire and run; with ``pickup_until``, wait once for a dead holder's lease to expire.
+
+        A replica refused only because an older slot's lease is still held
+        retries once at that lease's expiry if that comes before
+        ``pickup_until`` (epoch seconds): a holder that died mid-run then costs
+        the tick it interrupted, not the next one as well.
+        """
         what = f"{task.full_name}: tick {fire_time.isoformat()}"
-        if not self._accepting:
-            logger.debug("%s skipped: the scheduler is shutting down", what)
-            return None
-        try:
-            self.ensure_schema()
-            lease = self.store.acquire(request)
-        except StoreError as exc:
-            self.health.failed(what, exc)
-            return None
-        self.health.succeeded()
-        if lease is None:
+        for attempt in (1, 2):
+            if self._stopped.is_set():
+                logger.debug("%s skipped: the scheduler is shutting down", what)
+                return None
+            try:
+                self.ensure_schema()
+                result = self.store.try_acquire(request)
+            except StoreError as exc:
+                self.health.failed(what, exc)
+                return None
+            self.health.succeeded()
+            if isinstance(result, Lease):
+                return self._run(task, result)
+            wait = None if result.expires_in is None else result.expires_in + 0.002
+            if (
+                attempt == 1
+                and result.reason == "held"
+                and wait is not None
+                and pickup_until is not None
+                and time.time() + wait <= pickup_until
+            ):
+                logger.info(
+                    "%s: an earlier run's lease is still held; trying again when it expires "
+                    "in %.3f s",
+                    what,
+                    wait,
+                )
+                self.stats.add("late_pickups")
+                if self._stopped.wait(wait):
+                    return None
+                continue
+            self.stats.add(f"ticks_refused_{result.reason}")
             self.stats.add("ticks_not_acquired")
-            logger.debug("%s: not acquired (held, done elsewhere or paused)", what)
+            if result.reason == "future":
+                logger.warning(
+                    "%s refused: the slot is ahead of the database clock; "
+                    "is this host's clock fast?",
+                    what,
+                )
+            else:
+                logger.debug("%s: not acquired (%s)", what, result.reason)
             return None
-        return self._run(task, lease)
+        return None
 
     def _run(self, task: Task, lease: Lease) -> str:
         liveness = self.heartbeats.track(lease)
@@ -277,10 +318,10 @@ class TickRunner:
 
     def stop_accepting(self) -> None:
         """Take no new leases from now on (ticks already queued are skipped)."""
-        self._accepting = False
+        self._stopped.set()
 
     def start_accepting(self) -> None:
-        self._accepting = True
+        self._stopped = threading.Event()
 
     def wait_idle(self, timeout: float | None) -> bool:
         """Wait until no run is in progress; False if some still are at the deadline."""

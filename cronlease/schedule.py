@@ -9,7 +9,9 @@ zero or negative gap.
 
 from __future__ import annotations
 
+import math
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Literal
@@ -295,6 +297,25 @@ class Schedule:
             times.append(fire)
             fire = self.next_fire_time(fire)
         return times
+
+    def missed(self, after: datetime, now: datetime, limit: int) -> list[datetime]:
+        """Fire times in (``after``, ``now``], oldest first, keeping only the latest ``limit``."""
+        if self.interval is not None:
+            step = self.interval.total_seconds()
+            origin = self.anchor.timestamp()
+            last = math.floor((now.timestamp() - origin) / step)
+            first = max(math.floor((after.timestamp() - origin) / step) + 1, last - limit + 1)
+            return [
+                datetime.fromtimestamp(origin + step * index, tz=timezone.utc)
+                for index in range(first, last + 1)
+            ]
+        # Cron: walk forward, but never more than a year of fire times.
+        found: deque[datetime] = deque(maxlen=limit)
+        fire = self.next_fire_time(max(after, now - timedelta(days=366)))
+        while fire is not None and fire <= now:
+            found.append(fire)
+            fire = self.next_fire_time(fire)
+        return list(found)
 
     def gap_after(self, fire_time: datetime) -> float:
         """Seconds from ``fire_time`` to the next fire time, between UTC instants."""

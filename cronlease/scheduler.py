@@ -77,7 +77,11 @@ class Scheduler:
         self._max_workers = max_workers
         self._loop: asyncio.AbstractEventLoop | None = None
         self.runner = TickRunner(
-            self.store, self.holder, stats=self.stats, loop_getter=lambda: self._loop
+            self.store,
+            self.holder,
+            stats=self.stats,
+            loop_getter=lambda: self._loop,
+            on_schema_ready=self._on_database_ready,
         )
         self._apscheduler: BackgroundScheduler | None = None
         self._stop_requested = threading.Event()
@@ -207,12 +211,14 @@ class Scheduler:
             replace_existing=True,
         )
 
-    def _check_fingerprints(self) -> None:
-        """Log once per task when the fleet has it stored with another schedule."""
-        rows = self.store.leases(sorted(self._tasks))
-        for row in rows:
+    def _on_database_ready(self) -> None:
+        """First contact with the database: compare schedules, catch up missed ticks."""
+        now = datetime.now(timezone.utc)
+        for row in self.store.leases(sorted(self._tasks)):
             task = self._tasks.get(row.name)
-            if task and row.fingerprint and row.fingerprint != task.schedule.fingerprint:
+            if task is None:
+                continue
+            if row.fingerprint and row.fingerprint != task.schedule.fingerprint:
                 self.stats.add("schedule_conflicts")
                 logger.error(
                     "task %s is declared here as %r but was last run as %r: replicas disagree "
@@ -221,6 +227,26 @@ class Scheduler:
                     task.schedule.fingerprint,
                     row.fingerprint,
                 )
+            missed = task.missed_ticks(row.slot, now)
+            if missed:
+                threading.Thread(
+                    target=self._catch_up,
+                    args=(task, missed),
+                    name=f"cronlease-catchup-{task.name}",
+                    daemon=True,
+                ).start()
+
+    def _catch_up(self, task: Task, missed: list[datetime]) -> None:
+        logger.info(
+            "%s: %d tick(s) were missed while no replica ran it; catching up (%s)",
+            task.full_name,
+            len(missed),
+            task.catchup,
+        )
+        for fire_time in missed:
+            # The slot gate makes this once fleet-wide: other starting replicas race for it too.
+            if self.runner.run_tick(task, fire_time, catch_up=True) is not None:
+                self.stats.add("ticks_caught_up")
 
     def shutdown(self, wait: bool = True, timeout: float | None = None) -> None:
         """Stop firing; with ``wait``, wait for running tasks (bounded) and release their leases.

@@ -33,6 +33,7 @@ from cronlease.model import (
     AcquireRequest,
     Lease,
     LeaseInfo,
+    Refusal,
     RunRecord,
     check_task_name,
     truncate_error,
@@ -119,11 +120,18 @@ class LeaseStore:
 
     def acquire(self, request: AcquireRequest) -> Lease | None:
         """Try to take the lease for ``request.slot``; ``None`` when not acquired."""
+        result = self.try_acquire(request)
+        return result if isinstance(result, Lease) else None
+
+    def try_acquire(self, request: AcquireRequest) -> Lease | Refusal:
+        """Like :meth:`acquire`, but say why when not acquired (same round trips)."""
         nonce_holder = f"{request.holder}#{secrets.token_hex(4)}"
         sent_at = time.monotonic()
         what = f"acquiring the lease of {request.name!r}"
         try:
-            fence = self._once(lambda conn: self.statements.acquire(conn, request, nonce_holder))
+            result = self._once(
+                lambda conn: self.statements.acquire_detailed(conn, request, nonce_holder)
+            )
         except DBAPIError as exc:
             if not exc.connection_invalidated:
                 raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
@@ -131,24 +139,24 @@ class LeaseStore:
             # nonce tells whether it took effect; if not, a second attempt is
             # safe because a slot can be acquired once, ever.
             logger.debug("%s: outcome unknown (%s); checking", what, describe_error(exc))
-            fence = self._call(
+            result = self._call(
                 what,
                 lambda conn: (
                     self.statements.owner_fence(
                         conn, request.name, nonce_holder, request.slot, request.manual
                     )
-                    or self.statements.acquire(conn, request, nonce_holder)
+                    or self.statements.acquire_detailed(conn, request, nonce_holder)
                 ),
                 retry=False,
             )
         except SQLAlchemyError as exc:
             raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
-        if fence is None:
-            return None
+        if not isinstance(result, int):
+            return Refusal.explain(request, result)
         return Lease(
             name=request.name,
             slot=request.slot,
-            fence=fence,
+            fence=result,
             holder=nonce_holder,
             ttl=request.ttl,
             manual=request.manual,

@@ -8,13 +8,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from cronlease.errors import ConfigError
 from cronlease.model import check_task_name
-from cronlease.schedule import Schedule, parse_duration
+from cronlease.schedule import Schedule, parse_duration, time_of_slot
 
-__all__ = ["Liveness", "RunContext", "Task"]
+__all__ = ["CATCH_UP_POLICIES", "CatchUp", "Liveness", "RunContext", "Task"]
+
+CatchUp = Literal["skip", "latest", "all"]
+CATCH_UP_POLICIES: tuple[str, ...] = ("skip", "latest", "all")
 
 
 class Liveness:
@@ -104,6 +107,8 @@ class Task:
     namespace: str | None = None
     lease_ttl: float | None = None
     grace: float | None = None
+    catchup: CatchUp = "latest"
+    catchup_limit: int = 10
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     full_name: str = field(init=False)
@@ -122,6 +127,17 @@ class Task:
             raise ConfigError(f"task {self.name!r}: lease_ttl must be between 1 s and 1 day")
         if self.grace is not None and not 0 < self.grace <= 86400.0:
             raise ConfigError(f"task {self.name!r}: grace must be positive and at most 1 day")
+        if self.catchup not in CATCH_UP_POLICIES:
+            raise ConfigError(
+                f"task {self.name!r}: catchup must be one of {', '.join(CATCH_UP_POLICIES)}, "
+                f"not {self.catchup!r}"
+            )
+        if (
+            isinstance(self.catchup_limit, bool)
+            or not isinstance(self.catchup_limit, int)
+            or not 1 <= self.catchup_limit <= 1000
+        ):
+            raise ConfigError(f"task {self.name!r}: catchup_limit must be 1 to 1000")
         object.__setattr__(self, "full_name", full_name)
         object.__setattr__(self, "wants_context", _wants_context(self.func))
         object.__setattr__(
@@ -143,6 +159,8 @@ class Task:
         anchor: datetime | None = None,
         lease_ttl: object = None,
         grace: object = None,
+        catchup: str = "latest",
+        catchup_limit: int = 10,
         namespace: str | None = None,
         args: tuple[Any, ...] = (),
         kwargs: Mapping[str, Any] | None = None,
@@ -175,6 +193,8 @@ class Task:
             namespace=namespace,
             lease_ttl=ttl,
             grace=grace_seconds,
+            catchup=catchup,  # type: ignore[arg-type]
+            catchup_limit=catchup_limit,
             args=tuple(args),
             kwargs=dict(kwargs or {}),
         )
@@ -184,6 +204,25 @@ class Task:
 
     def grace_for(self, fire_time: datetime) -> float:
         return self.grace if self.grace is not None else self.schedule.grace(fire_time)
+
+    def missed_ticks(self, cursor_slot: int, now: datetime) -> list[datetime]:
+        """The ticks to catch up after every replica was down, per the catch-up policy.
+
+        ``latest``: the last fire time before ``now`` if the fleet did not run
+        it and it is younger than min(interval, 1 h) (Kubernetes CronJob's
+        behaviour). ``all``: every missed fire time, the latest ``catchup_limit``.
+        ``skip``: none. A task that never ran has nothing to catch up.
+        """
+        if self.catchup == "skip" or cursor_slot < 0:
+            return []
+        missed = self.schedule.missed(time_of_slot(cursor_slot), now, self.catchup_limit)
+        if self.catchup == "all":
+            return missed
+        if not missed:
+            return []
+        latest = missed[-1]
+        window = min(self.schedule.gap_after(latest), 3600.0)
+        return [latest] if (now - latest).total_seconds() < window else []
 
 
 def _seconds(value: object, what: str) -> float:

@@ -31,7 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from cronlease.model import AcquireRequest, LeaseInfo, RunRecord
+from cronlease.model import AcquireRequest, LeaseInfo, LeaseState, RunRecord
 from cronlease.schema import leases, runs
 
 __all__ = ["Statements"]
@@ -109,6 +109,9 @@ class Statements(ABC):
             leases.c.name == name_param, leases.c.holder == bindparam("b_holder", type_=String)
         )
         self._now = select(now)
+        self._state = select(leases.c.slot, leases.c.expires_at, leases.c.paused, now).where(
+            leases.c.name == name_param
+        )
         self._lease_columns = [
             leases.c.name,
             leases.c.holder,
@@ -156,6 +159,27 @@ class Statements(ABC):
         On success the run is recorded as ``running`` and runs of earlier fences
         still ``running`` become ``abandoned``, atomically with the acquisition.
         """
+
+    def acquire_detailed(
+        self, conn: Connection, request: AcquireRequest, nonce_holder: str
+    ) -> int | LeaseState | None:
+        """Like :meth:`acquire`, but a refusal returns the row as it stood (None: no row).
+
+        Backends override this to learn both in one round trip; the default asks twice.
+        """
+        fence = self.acquire(conn, request, nonce_holder)
+        if fence is not None:
+            return fence
+        with conn.begin():
+            return self._read_state(conn, request.name)
+
+    def _read_state(self, conn: Connection, name: str) -> LeaseState | None:
+        row = conn.execute(self._state, {"b_name": name}).first()
+        if row is None:
+            return None
+        return LeaseState(
+            slot=int(row[0]), expires_at=float(row[1]), paused=bool(row[2]), db_now=float(row[3])
+        )
 
     @abstractmethod
     def set_paused(self, conn: Connection, name: str) -> None:

@@ -19,13 +19,14 @@ from sqlalchemy import (
     literal,
     literal_column,
     select,
+    true,
 )
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
 from cronlease.dialects.base import Statements, acquire_params
 from cronlease.dialects.on_conflict import build_acquire, build_set_paused
-from cronlease.model import AcquireRequest
+from cronlease.model import AcquireRequest, LeaseState
 from cronlease.schema import leases, runs
 
 __all__ = ["STATEMENTS", "PostgreSQLStatements"]
@@ -85,13 +86,46 @@ class PostgreSQLStatements(Statements):
             .returning(runs.c.slot)
             .cte("recorded")
         )
-        return select(acquired.c.fence).add_cte(abandoned, recorded)
+        # One row always: the new fence if this statement won, and the lease row
+        # as the statement's snapshot saw it, to explain a refusal without asking again.
+        probe = select(literal(1).label("one")).subquery("probe")
+        current = leases.alias("current_lease")
+        return (
+            select(
+                acquired.c.fence,
+                current.c.slot,
+                current.c.expires_at,
+                current.c.paused,
+                NOW.label("db_now"),
+            )
+            .select_from(
+                probe.outerjoin(acquired, true()).outerjoin(
+                    current, current.c.name == bindparam("b_name", type_=String)
+                )
+            )
+            .add_cte(abandoned, recorded)
+        )
 
     def acquire(self, conn: Connection, request: AcquireRequest, nonce_holder: str) -> int | None:
+        result = self.acquire_detailed(conn, request, nonce_holder)
+        return result if isinstance(result, int) else None
+
+    def acquire_detailed(
+        self, conn: Connection, request: AcquireRequest, nonce_holder: str
+    ) -> int | LeaseState | None:
         statement = self._acquire_manual if request.manual else self._acquire
         with conn.begin():
-            rows = conn.execute(statement, acquire_params(request, nonce_holder)).all()
-        return int(rows[0].fence) if rows else None
+            (row,) = conn.execute(statement, acquire_params(request, nonce_holder)).all()
+        if row.fence is not None:
+            return int(row.fence)
+        if row.slot is None:
+            return None
+        return LeaseState(
+            slot=int(row.slot),
+            expires_at=float(row.expires_at),
+            paused=bool(row.paused),
+            db_now=float(row.db_now),
+        )
 
     def finish(
         self,

@@ -18,7 +18,7 @@ from cronlease.dialects.base import (
     run_slot_param,
 )
 from cronlease.dialects.on_conflict import build_acquire, build_set_paused
-from cronlease.model import AcquireRequest
+from cronlease.model import AcquireRequest, LeaseState
 from cronlease.schema import runs
 
 __all__ = ["STATEMENTS", "SQLiteStatements"]
@@ -48,12 +48,18 @@ class SQLiteStatements(Statements):
         self._select_now = select(NOW)
 
     def acquire(self, conn: Connection, request: AcquireRequest, nonce_holder: str) -> int | None:
+        result = self.acquire_detailed(conn, request, nonce_holder)
+        return result if isinstance(result, int) else None
+
+    def acquire_detailed(
+        self, conn: Connection, request: AcquireRequest, nonce_holder: str
+    ) -> int | LeaseState | None:
         params = acquire_params(request, nonce_holder)
         statement = self._acquire_manual if request.manual else self._acquire
         with conn.begin():
             rows = conn.execute(statement, params).all()
             if not rows:
-                return None
+                return self._read_state(conn, request.name)
             fence = int(rows[0].fence)
             conn.execute(self._abandon, {"b_name": request.name, "b_fence": fence})
             conn.execute(
