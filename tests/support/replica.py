@@ -1,12 +1,15 @@
-"""A whole replica process: ``replica.py URL TASK [EVERY]``.
+"""A whole replica process: ``replica.py URL TASK [EVERY [CATCHUP]]``.
 
 Runs ``Scheduler.run_forever()`` with one task that appends its slot to the
 ledger, prints ``started`` once the scheduler runs, and exits 0 on SIGTERM.
+With ``CRONLEASE_TEST_BLOCK=1`` the task blocks after writing the ledger, so
+a test can kill the replica mid-run.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 
@@ -17,14 +20,18 @@ from tests.support import ledger
 def main() -> None:
     url, name = sys.argv[1], sys.argv[2]
     every = sys.argv[3] if len(sys.argv) > 3 else "1s"
+    catchup = sys.argv[4] if len(sys.argv) > 4 else "latest"
+    block = os.environ.get("CRONLEASE_TEST_BLOCK") == "1"
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
     )
     scheduler = Scheduler(url)
 
-    @scheduler.task(every=every, name=name)
+    @scheduler.task(every=every, name=name, catchup=catchup)
     def write_ledger(ctx: RunContext) -> None:
         ledger.append(url, name, ctx.slot)
+        if block:
+            threading.Event().wait()
 
     def announce() -> None:
         while not scheduler.running:

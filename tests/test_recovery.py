@@ -1,0 +1,163 @@
+"""Crash recovery, catch-up after a fleet-wide outage, and a cold start of many replicas."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from cronlease import LeaseStore, Scheduler
+from cronlease.database import normalize_url
+from cronlease.model import AcquireRequest
+from cronlease.schedule import slot_of
+from tests.conftest import url_for
+from tests.support import ledger
+from tests.support.procs import Proc, wait_for
+
+pytestmark = pytest.mark.slow
+HOUR_MS = 3_600_000
+
+
+def test_killed_holder_costs_only_the_tick_it_interrupted(db_url: str, task_name: str) -> None:
+    """kill -9 mid-run: a survivor runs the very next tick (late pickup) and the run is abandoned."""
+    ledger.setup(db_url)
+    survivor = Proc("-m", "tests.support.replica", db_url, task_name, "2s")
+    victim = Proc(
+        "-m", "tests.support.replica", db_url, task_name, "2s", env={"CRONLEASE_TEST_BLOCK": "1"}
+    )
+    try:
+        survivor.expect("started")
+        victim.expect("started")
+        victim_pid = victim.popen.pid
+        # Wait until the blocking replica holds a tick, then kill it without warning.
+        wait_for(
+            lambda: any(pid == victim_pid for _, pid in ledger.entries(db_url, task_name)),
+            40,
+            "the victim to win a tick",
+        )
+        victim.kill()
+        killed_slot = max(s for s, pid in ledger.entries(db_url, task_name) if pid == victim_pid)
+        wait_for(
+            lambda: any(s > killed_slot for s, _ in ledger.entries(db_url, task_name)),
+            20,
+            "a survivor to run a later tick",
+        )
+    finally:
+        survivor.terminate()
+        victim.kill()
+    later = sorted(s for s, _ in ledger.entries(db_url, task_name) if s > killed_slot)
+    assert later[0] == killed_slot + 2000, "the tick after the killed one was lost too"
+    store = LeaseStore.from_url(db_url)
+    runs = {run.slot: run for run in store.history(task_name, limit=50)}
+    store.dispose()
+    assert runs[killed_slot].outcome == "abandoned"
+    assert runs[killed_slot + 2000].outcome == "succeeded"
+
+
+def stale_cursor(url: str, name: str, hours_ago: int) -> int:
+    """Make the task look last run ``hours_ago`` hours ago, as after a long full-fleet outage."""
+    store = LeaseStore.from_url(url)
+    store.create_tables()
+    now_ms = slot_of(datetime.now(timezone.utc))
+    slot = (now_ms // HOUR_MS - hours_ago) * HOUR_MS
+    lease = store.acquire(
+        AcquireRequest(name=name, slot=slot, ttl=1, holder="before-outage", tolerance=60)
+    )
+    assert lease is not None
+    store.finish(lease, "succeeded")
+    store.dispose()
+    return slot
+
+
+def test_fleet_restart_catches_up_the_latest_missed_tick_once(db_url: str, task_name: str) -> None:
+    ledger.setup(db_url)
+    old = stale_cursor(db_url, task_name, hours_ago=3)
+    replicas = [Proc("-m", "tests.support.replica", db_url, task_name, "1h") for _ in range(3)]
+    try:
+        for replica in replicas:
+            replica.expect("started")
+        wait_for(lambda: ledger.entries(db_url, task_name), 20, "the catch-up run")
+    finally:
+        codes = [replica.terminate() for replica in replicas]
+    assert codes == [0, 0, 0]
+    entries = ledger.entries(db_url, task_name)
+    latest = (old // HOUR_MS + 3) * HOUR_MS
+    assert [slot for slot, _ in entries] == [latest]
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected_hours"), [("skip", []), ("latest", [0]), ("all", [-1, 0])]
+)
+def test_catch_up_policies(
+    tmp_path: Path, task_name: str, policy: str, expected_hours: list[int]
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    old = stale_cursor(url, task_name, hours_ago=2)
+    seen: list[int] = []
+    scheduler = Scheduler(url)
+    scheduler.add_task(
+        lambda ctx: seen.append(ctx.slot),
+        every="1h",
+        name=task_name,
+        catchup=policy,
+        catchup_limit=2,
+    )
+    with scheduler:
+        # start() read the cursor and started any catch-up: wait for it to end
+        for thread in threading.enumerate():
+            if thread.name.startswith("cronlease-catchup"):
+                thread.join(20)
+    current = (old // HOUR_MS + 2) * HOUR_MS
+    assert seen == [current + h * HOUR_MS for h in expected_hours]
+
+
+@pytest.fixture
+def empty_database(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A database with no cronlease tables at all."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    if backend != "postgresql":
+        pytest.skip("cold start is exercised on SQLite and PostgreSQL here")
+    base = make_url(url_for("postgresql", tmp_path))
+    name = f"cronlease_cold_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(normalize_url(base), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_ten_replicas_cold_start_on_an_empty_database(empty_database: str, task_name: str) -> None:
+    ledger.setup(empty_database)
+    replicas = [
+        Proc("-m", "tests.support.coldstart", empty_database, task_name) for _ in range(10)
+    ]
+    try:
+        for replica in replicas:
+            replica.expect("ready", timeout=60)
+        for replica in replicas:
+            replica.send("go")
+        lines = [replica.expect("", timeout=60) for replica in replicas]
+        assert lines == ["up"] * 10, lines
+        wait_for(lambda: len(ledger.entries(empty_database, task_name)) >= 2, 20, "two ticks")
+        for replica in replicas:
+            replica.send("stop")
+        assert [replica.popen.wait(timeout=60) for replica in replicas] == [0] * 10
+    finally:
+        for replica in replicas:
+            replica.kill()
+    for replica in replicas:
+        assert "Traceback" not in replica.stderr(), replica.stderr()
+    slots = [slot for slot, _ in ledger.entries(empty_database, task_name)]
+    assert len(slots) == len(set(slots))
