@@ -317,6 +317,14 @@ class Schedule:
             fire = self.next_fire_time(fire)
         return list(found)
 
+    def smallest_gap(self) -> float:
+        """The interval, or for cron the shortest gap among the next few fire times."""
+        if self.interval is not None:
+            return self.interval.total_seconds()
+        times = self.upcoming(datetime.now(timezone.utc), 25)
+        gaps = [b.timestamp() - a.timestamp() for a, b in zip(times, times[1:])]
+        return min(gaps, default=MAX_TTL)
+
     def gap_after(self, fire_time: datetime) -> float:
         """Seconds from ``fire_time`` to the next fire time, between UTC instants."""
         if self.interval is not None:

@@ -14,9 +14,12 @@ from datetime import datetime, timezone
 from types import FrameType, MappingProxyType
 from typing import Any, TypeVar, overload
 
+from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.engine import Engine
 
+from cronlease.clock import ClockCheck, SkewDetector
 from cronlease.database import create_store_engine
 from cronlease.errors import ConfigError, SchedulerError, StoreError, UnknownTaskError
 from cronlease.executor import LeaseExecutor
@@ -29,6 +32,7 @@ from cronlease.task import Task
 __all__ = ["Scheduler", "default_holder"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+CLOCK_CHECK_SECONDS = 300
 logger = logging.getLogger("cronlease")
 
 
@@ -84,6 +88,7 @@ class Scheduler:
             on_schema_ready=self._on_database_ready,
         )
         self._apscheduler: BackgroundScheduler | None = None
+        self._skew: SkewDetector | None = None
         self._stop_requested = threading.Event()
         self._lock = threading.RLock()
 
@@ -182,7 +187,11 @@ class Scheduler:
                 self.runner.health.failed("startup", exc)
             apscheduler = BackgroundScheduler(
                 timezone=timezone.utc,
-                executors={"default": LeaseExecutor(self.runner, self._tasks, self._max_workers)},
+                executors={
+                    "default": LeaseExecutor(self.runner, self._tasks, self._max_workers),
+                    # replica-local upkeep, not leased: every replica measures its own clock
+                    "local": ThreadPoolExecutor(1),
+                },
                 job_defaults={
                     "coalesce": True,
                     # overlap and lateness are decided per tick by TickRunner
@@ -193,6 +202,15 @@ class Scheduler:
             self._apscheduler = apscheduler
             for task in self._tasks.values():
                 self._add_job(task)
+            apscheduler.add_job(
+                self._check_clock,
+                trigger=IntervalTrigger(seconds=CLOCK_CHECK_SECONDS, timezone=timezone.utc),
+                id="cronlease-clock-check",
+                executor="local",
+                coalesce=True,
+                max_instances=1,
+                misfire_grace_time=None,
+            )
             apscheduler.start()
             logger.info(
                 "cronlease replica %s started with %d task(s) on %s",
@@ -211,8 +229,25 @@ class Scheduler:
             replace_existing=True,
         )
 
+    @property
+    def clock_skew(self) -> ClockCheck | None:
+        """The latest measurement of this host's clock against the database's."""
+        return self._skew.last if self._skew else None
+
+    def _check_clock(self) -> None:
+        if not self._tasks:
+            return
+        if self._skew is None:
+            smallest = min(task.schedule.smallest_gap() for task in self._tasks.values())
+            self._skew = SkewDetector(self.store, smallest)
+        try:
+            self._skew.check()
+        except StoreError as exc:
+            logger.debug("clock check skipped: %s", exc)
+
     def _on_database_ready(self) -> None:
         """First contact with the database: compare schedules, catch up missed ticks."""
+        self._check_clock()
         now = datetime.now(timezone.utc)
         for row in self.store.leases(sorted(self._tasks)):
             task = self._tasks.get(row.name)

@@ -140,9 +140,7 @@ def empty_database(backend: str, tmp_path: Path) -> Iterator[str]:
 
 def test_ten_replicas_cold_start_on_an_empty_database(empty_database: str, task_name: str) -> None:
     ledger.setup(empty_database)
-    replicas = [
-        Proc("-m", "tests.support.coldstart", empty_database, task_name) for _ in range(10)
-    ]
+    replicas = [Proc("-m", "tests.support.coldstart", empty_database, task_name) for _ in range(10)]
     try:
         for replica in replicas:
             replica.expect("ready", timeout=60)

@@ -1,0 +1,68 @@
+"""Clock-skew detection: this host's clock against the database's.
+
+Lease timing uses only the database clock, so skew cannot break exactly-once.
+It still matters: slots come from this host's clock, and a host running
+ahead by more than half an interval has its ticks refused as "from the
+future" (the gate that protects the rest of the fleet). The detector says so
+before that happens.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from cronlease.store import LeaseStore
+
+__all__ = ["ClockCheck", "SkewDetector", "measure_skew"]
+
+logger = logging.getLogger("cronlease")
+
+
+@dataclass(frozen=True)
+class ClockCheck:
+    """One measurement: ``skew`` > 0 means this host's clock is behind the database's."""
+
+    skew: float
+    round_trip: float
+
+    @property
+    def error_bound(self) -> float:
+        return self.round_trip / 2
+
+
+def measure_skew(store: LeaseStore) -> ClockCheck:
+    """Ask the database for its time, allowing for the round trip; raises StoreError."""
+    before = time.time()
+    started = time.monotonic()
+    database = store.database_time()
+    round_trip = time.monotonic() - started
+    return ClockCheck(skew=database - (before + round_trip / 2), round_trip=round_trip)
+
+
+class SkewDetector:
+    """Warns once when the skew grows past ``warn_fraction`` of the smallest interval."""
+
+    def __init__(self, store: LeaseStore, smallest_interval: float, warn_fraction: float = 0.25):
+        self._store = store
+        self.threshold = max(0.05, smallest_interval * warn_fraction)
+        self.last: ClockCheck | None = None
+        self._warned = False
+
+    def check(self) -> ClockCheck:
+        measured = measure_skew(self._store)
+        self.last = measured
+        beyond = abs(measured.skew) - measured.error_bound > self.threshold
+        if beyond and not self._warned:
+            logger.warning(
+                "this host's clock is %+.3f s off the database clock (±%.3f s); beyond %.3f s "
+                "some ticks of the shortest task may be refused or skipped: fix NTP here",
+                -measured.skew,
+                measured.error_bound,
+                self.threshold,
+            )
+        elif not beyond and self._warned:
+            logger.info("clock skew back within bounds: %+.3f s", -measured.skew)
+        self._warned = beyond
+        return measured

@@ -1,0 +1,63 @@
+"""Replicas whose clocks disagree still run each slot once (faketime shifts real processes)."""
+
+from __future__ import annotations
+
+import glob
+
+import pytest
+
+from cronlease import LeaseStore
+from cronlease.clock import measure_skew
+from tests.support import ledger
+from tests.support.procs import Proc, wait_for
+from tests.test_replicas import assert_every_slot_once
+
+pytestmark = pytest.mark.slow
+
+
+def test_database_clock_matches_this_host(store: LeaseStore) -> None:
+    check = measure_skew(store)
+    assert check.round_trip >= 0
+    assert abs(check.skew) < 0.5 + check.error_bound
+
+
+LIBFAKETIME = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
+
+
+@pytest.mark.skipif(
+    not LIBFAKETIME,
+    reason="libfaketime is not installed (Debian package 'faketime'; .ci/run installs it)",
+)
+def skewed(offset: str | None) -> dict[str, str] | None:
+    """Environment that runs a Python process with its wall clock shifted by ``offset`` s."""
+    if offset is None:
+        return None
+    # only the wall clock is skewed; timers keep the real monotonic clock
+    return {"LD_PRELOAD": LIBFAKETIME[0], "FAKETIME": f"{offset}s", "DONT_FAKE_MONOTONIC": "1"}
+
+
+def test_replicas_with_skewed_clocks_run_each_slot_once(db_url: str, task_name: str) -> None:
+    ledger.setup(db_url)
+    offsets = ["+0.4", "-0.4", None]
+    replicas = [
+        Proc(
+            "-m",
+            "tests.support.replica",
+            db_url,
+            task_name,
+            env=skewed(offset),
+        )
+        for offset in offsets
+    ]
+    try:
+        for replica in replicas:
+            replica.expect("started")
+        wait_for(lambda: len(ledger.entries(db_url, task_name)) >= 8, 40, "eight runs")
+    finally:
+        codes = [replica.terminate() for replica in replicas]
+    assert codes == [0, 0, 0], [replica.stderr()[-2000:] for replica in replicas]
+    assert_every_slot_once([slot for slot, _ in ledger.entries(db_url, task_name)])
+    if not db_url.startswith("sqlite"):
+        # The fast replica was told about its clock. (SQLite's clock is the
+        # replica's own, skewed along with it: one host has one clock.)
+        assert "clock is +0.4" in replicas[0].stderr(), replicas[0].stderr()[-3000:]
