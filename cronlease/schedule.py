@@ -14,6 +14,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
+from itertools import pairwise
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -322,7 +323,7 @@ class Schedule:
         if self.interval is not None:
             return self.interval.total_seconds()
         times = self.upcoming(datetime.now(timezone.utc), 25)
-        gaps = [b.timestamp() - a.timestamp() for a, b in zip(times, times[1:])]
+        gaps = [b.timestamp() - a.timestamp() for a, b in pairwise(times)]
         return min(gaps, default=MAX_TTL)
 
     def gap_after(self, fire_time: datetime) -> float:

@@ -25,7 +25,7 @@ HOUR_MS = 3_600_000
 
 
 def test_killed_holder_costs_only_the_tick_it_interrupted(db_url: str, task_name: str) -> None:
-    """kill -9 mid-run: a survivor runs the very next tick (late pickup) and the run is abandoned."""
+    """kill -9 mid-run: a survivor runs the very next tick (late pickup); the run is abandoned."""
     ledger.setup(db_url)
     survivor = Proc("-m", "tests.support.replica", db_url, task_name, "2s")
     victim = Proc(
