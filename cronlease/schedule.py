@@ -179,6 +179,11 @@ def _field_values(text: str, index: int, expression: str) -> list[int]:
     return sorted(values)
 
 
+def _as_list(values: list[int], spec: tuple[str, int, int, list[str]]) -> str:
+    _, low, high, _ = spec
+    return "*" if values == list(range(low, high + 1)) else ",".join(map(str, values))
+
+
 def _crontab_trigger(expression: str, zone: tzinfo) -> tuple[str, BaseTrigger]:
     """Translate a crontab expression into APScheduler triggers with cron's own meaning.
 
@@ -199,7 +204,11 @@ def _crontab_trigger(expression: str, zone: tzinfo) -> tuple[str, BaseTrigger]:
             f"(minute hour day-of-month month day-of-week), it has {len(fields)}"
         )
     expanded = [_field_values(part, index, expression) for index, part in enumerate(fields)]
-    minute, hour, dom, month, _ = fields
+    # Hand APScheduler explicit value lists: its own field syntax differs from
+    # cron's at the edges (it rejects a step larger than the range, e.g. */12 months).
+    minute, hour, dom, month = (
+        _as_list(values, _FIELDS[index]) for index, values in enumerate(expanded[:4])
+    )
     weekdays = sorted({day % 7 for day in expanded[4]})
     dow = ",".join(_WEEKDAYS[day][:3] for day in weekdays) if len(weekdays) < 7 else "*"
     dom_restricted = not fields[2].startswith("*")

@@ -70,7 +70,9 @@ def _server_problem(backend: str) -> str | None:
             engine.dispose()
             _unreachable[backend] = None
         except Exception as exc:  # any failure means: not usable here
-            _unreachable[backend] = f"{backend} at {url} is unreachable: {type(exc).__name__}: {exc}"
+            _unreachable[backend] = (
+                f"{backend} at {url} is unreachable: {type(exc).__name__}: {exc}"
+            )
     return _unreachable[backend]
 
 

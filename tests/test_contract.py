@@ -21,7 +21,14 @@ from typing import Any
 import pytest
 
 from cronlease.errors import ConfigError
-from cronlease.model import AcquireRequest, Lease, LeaseInfo, RunRecord, truncate_error
+from cronlease.model import (
+    AcquireRequest,
+    Lease,
+    LeaseInfo,
+    Refusal,
+    RunRecord,
+    truncate_error,
+)
 from cronlease.schema import MAX_ERROR_LENGTH, MAX_NAME_LENGTH
 from cronlease.store import LeaseStore
 
@@ -224,6 +231,38 @@ def test_fence_grows_by_one_per_acquisition(
     manual = take(store, task_name, base_slot + 9000, manual=True)
     fences.append(manual.fence)
     assert fences == [1, 2, 3, 4, 5]
+
+
+def refusal(store: LeaseStore, name: str, slot: int, **options: Any) -> Refusal:
+    result = store.try_acquire(request(name, slot, **options))
+    assert isinstance(result, Refusal), f"slot {slot} of {name!r} was acquired"
+    return result
+
+
+def test_try_acquire_says_why_it_was_refused(
+    store: LeaseStore, task_name: str, base_slot: int
+) -> None:
+    now_ms = int(store.database_time() * 1000)
+    assert refusal(store, task_name, now_ms + 60_000, tolerance=1.0).reason == "future"
+
+    lease = store.try_acquire(request(task_name, base_slot, ttl=30.0))
+    assert isinstance(lease, Lease) and lease.fence == 1
+    held = refusal(store, task_name, base_slot + 1)
+    assert held.reason == "held"
+    assert held.expires_in is not None and 25.0 < held.expires_in <= 30.0
+    assert refusal(store, task_name, base_slot + 1, manual=True).reason == "held"
+    assert refusal(store, task_name, base_slot).reason == "taken"
+
+    store.finish(lease, "succeeded")
+    assert refusal(store, task_name, base_slot).reason == "taken"
+    assert refusal(store, task_name, base_slot - 1).reason == "taken"
+    assert refusal(store, task_name, now_ms + 60_000, tolerance=1.0).reason == "future"
+
+    store.pause(task_name)
+    assert refusal(store, task_name, base_slot + 1).reason == "paused"
+    assert refusal(store, task_name, base_slot + 1, manual=True).reason == "paused"
+    store.resume(task_name)
+    assert isinstance(store.try_acquire(request(task_name, base_slot + 1)), Lease)
 
 
 # --- pause ------------------------------------------------------------------
@@ -583,9 +622,7 @@ ODD_SUFFIXES = [
 ]
 
 
-def test_odd_names_are_stored_verbatim(
-    store: LeaseStore, task_name: str, base_slot: int
-) -> None:
+def test_odd_names_are_stored_verbatim(store: LeaseStore, task_name: str, base_slot: int) -> None:
     # A unique prefix keeps runs on a shared server apart.
     names = [f"{task_name}-{suffix}" for suffix in ODD_SUFFIXES]
     names += [
@@ -710,9 +747,7 @@ def test_database_time_advances(store: LeaseStore, wait_for: WaitFor) -> None:
     wait_for(lambda: store.database_time() > first, timeout=2.0)
 
 
-def test_times_keep_sub_second_precision(
-    store: LeaseStore, task_name: str, base_slot: int
-) -> None:
+def test_times_keep_sub_second_precision(store: LeaseStore, task_name: str, base_slot: int) -> None:
     acquired = []
     for offset in range(6):
         lease = take(store, task_name, base_slot + offset, ttl=1.25)

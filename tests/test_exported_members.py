@@ -1,4 +1,4 @@
-"""The public API is exactly what ``cronlease.__all__`` says (like httpx's test_exported_members)."""
+"""The public API is exactly ``cronlease.__all__`` (like httpx's tests/test_exported_members.py)."""
 
 from __future__ import annotations
 
@@ -114,5 +114,8 @@ def test_config_error_is_a_value_error() -> None:
 
 
 def test_default_message_is_the_docstring() -> None:
-    assert str(errors.StoreError()) == "The lease database could not be reached or refused a statement."
+    assert (
+        str(errors.StoreError())
+        == "The lease database could not be reached or refused a statement."
+    )
     assert str(errors.UnknownTaskError("no task 'x'")) == "no task 'x'"

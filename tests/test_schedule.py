@@ -1,9 +1,10 @@
-"""Schedules: durations, epoch-aligned intervals, crontab with cron's own meaning, DST, lease timing."""
+"""Schedules: durations, epoch-aligned intervals, crontab with cron's meaning, DST, lease timing."""
 
 from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta, timezone
+from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -129,12 +130,12 @@ def test_every_is_aligned_on_the_epoch_whatever_the_start() -> None:
         utc(2026, 5, 1, 12, 0, 19),
     ]
     grids = [fire_times(schedule, start, 5) for start in starts]
-    for start, times in zip(starts, grids):
+    for start, times in zip(starts, grids, strict=True):
         assert times[0] >= start
         assert times[0] - start < timedelta(seconds=7)
         for fire in times:
             assert slot_of(fire) % 7000 == 0, fire
-        gaps = {(b - a).total_seconds() for a, b in zip(times, times[1:])}
+        gaps = {(b - a).total_seconds() for a, b in pairwise(times)}
         assert gaps == {7.0}
     # Replicas started at different moments fire at the same instants.
     assert grids[1][0] in grids[0]
@@ -325,7 +326,7 @@ def test_berlin_hourly_across_fall_back_has_hour_gaps() -> None:
     schedule = Schedule.cron("0 * * * *", timezone="Europe/Berlin")
     times = fire_times(schedule, utc(2026, 10, 24, 21, 30), 10)
     instants = [t.timestamp() for t in times]
-    assert [b - a for a, b in zip(instants, instants[1:])] == [3600.0] * 9
+    assert [b - a for a, b in pairwise(instants)] == [3600.0] * 9
     # The repeated local 02:00 is two distinct instants, hence two distinct slots.
     assert len({slot_of(t) for t in times}) == 10
     for fire in times:

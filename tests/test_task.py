@@ -283,7 +283,11 @@ def test_lost_by_expiry_is_sticky() -> None:
 def test_run_context_reports_liveness() -> None:
     liveness = Liveness(ttl=60.0, sent_at=time.monotonic())
     ctx = RunContext(
-        name="job", slot=1_767_225_600_000, fence=3, scheduled_for=FIRE, manual=False,
+        name="job",
+        slot=1_767_225_600_000,
+        fence=3,
+        scheduled_for=FIRE,
+        manual=False,
         liveness=liveness,
     )
     assert (ctx.name, ctx.slot, ctx.fence, ctx.manual) == ("job", 1_767_225_600_000, 3, False)
