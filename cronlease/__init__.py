@@ -10,6 +10,16 @@ from cronlease.errors import (
     TaskTimeout,
     UnknownTaskError,
 )
+from cronlease.events import (
+    ClockChecked,
+    DatabaseRecovered,
+    DatabaseUnavailable,
+    Event,
+    LeaseLost,
+    RunFinished,
+    RunStarted,
+    TickSkipped,
+)
 from cronlease.model import Lease, LeaseInfo, RunRecord
 from cronlease.schedule import Schedule
 from cronlease.scheduler import Scheduler
@@ -19,19 +29,27 @@ from cronlease.task import RunContext, Task
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClockChecked",
     "ConfigError",
     "CronleaseError",
+    "DatabaseRecovered",
+    "DatabaseUnavailable",
+    "Event",
     "Lease",
     "LeaseInfo",
+    "LeaseLost",
     "LeaseStore",
     "RunContext",
+    "RunFinished",
     "RunRecord",
+    "RunStarted",
     "Schedule",
     "Scheduler",
     "SchedulerError",
     "StoreError",
     "Task",
     "TaskTimeout",
+    "TickSkipped",
     "UnknownTaskError",
     "__version__",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cronlease.errors import StoreError
@@ -45,9 +46,12 @@ class Heartbeats:
         self._closed = False
         self.failures = 0
 
-    def track(self, lease: Lease) -> Liveness:
-        """Start renewing ``lease``; the Liveness tells the run whether it still holds it."""
-        liveness = Liveness(lease.ttl, lease.sent_at)
+    def track(self, lease: Lease, on_lost: Callable[[], None] = lambda: None) -> Liveness:
+        """Start renewing ``lease``; the Liveness tells the run whether it still holds it.
+
+        ``on_lost`` is called once, when the run first counts as having lost the lease.
+        """
+        liveness = Liveness(lease.ttl, lease.sent_at, on_lost)
         entry = _Tracked(lease, liveness, due=lease.sent_at + lease.ttl / 3)
         with self._changed:
             self._tracked[id(liveness)] = entry
@@ -114,6 +118,7 @@ class Heartbeats:
                 entry.failing = True
                 # retry sooner than ttl/3 while renewals fail, but not in a tight loop
                 entry.due = time.monotonic() + max(0.1, lease.ttl / 10)
+                _ = entry.liveness.lost  # reports the loss as soon as the deadline passes
                 return
             if entry.failing:
                 logger.info("renewing the lease of %s works again", lease.name)

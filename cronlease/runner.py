@@ -19,6 +19,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from cronlease.errors import StoreError, TaskTimeout
+from cronlease.events import (
+    DatabaseRecovered,
+    DatabaseUnavailable,
+    EventBus,
+    LeaseLost,
+    RunFinished,
+    RunStarted,
+    SkipReason,
+    TickSkipped,
+)
 from cronlease.heartbeat import Heartbeats
 from cronlease.model import AcquireRequest, Lease
 from cronlease.schedule import slot_of, time_of_slot
@@ -43,8 +53,9 @@ class _ActiveRun:
 class DatabaseHealth:
     """Logs an outage once when it starts and once when it ends, not once per tick."""
 
-    def __init__(self, stats: Stats) -> None:
+    def __init__(self, stats: Stats, events: EventBus) -> None:
         self._stats = stats
+        self._events = events
         self._lock = threading.Lock()
         self._down_since: float | None = None
         self._skipped = 0
@@ -64,6 +75,7 @@ class DatabaseHealth:
         logger.warning(
             "database unavailable, %s skipped (and later ticks until it answers): %s", what, error
         )
+        self._events.emit(DatabaseUnavailable(error=str(error)))
 
     def succeeded(self) -> None:
         if self._down_since is None:
@@ -76,6 +88,7 @@ class DatabaseHealth:
         logger.warning(
             "database available again after %.1f s; %d tick(s) were skipped", outage, skipped
         )
+        self._events.emit(DatabaseRecovered(outage=outage, skipped_ticks=skipped))
 
 
 class TickRunner:
@@ -89,11 +102,13 @@ class TickRunner:
         stats: Stats | None = None,
         loop_getter: Callable[[], asyncio.AbstractEventLoop | None] = lambda: None,
         on_schema_ready: Callable[[], None] = lambda: None,
+        events: EventBus | None = None,
     ) -> None:
         self.store = store
         self.holder = holder
         self.stats = stats or Stats()
-        self.health = DatabaseHealth(self.stats)
+        self.events = events or EventBus()
+        self.health = DatabaseHealth(self.stats, self.events)
         self.heartbeats = Heartbeats(store)
         self._loop_getter = loop_getter
         self._active: dict[str, _ActiveRun] = {}
@@ -120,6 +135,10 @@ class TickRunner:
 
     # --- ticks ------------------------------------------------------------
 
+    def _skipped(self, task: Task, slot: int, reason: SkipReason) -> None:
+        self.stats.add(f"ticks_skipped_{reason}")
+        self.events.emit(TickSkipped(task=task.full_name, slot=slot, reason=reason))
+
     def run_tick(self, task: Task, fire_time: datetime, *, catch_up: bool = False) -> str | None:
         """Run the tick of ``task`` scheduled at ``fire_time`` if this replica wins it.
 
@@ -132,6 +151,7 @@ class TickRunner:
         lateness = (datetime.now(timezone.utc) - fire_time).total_seconds()
         if lateness > grace and not catch_up:
             self.stats.add("ticks_missed")
+            self._skipped(task, slot, "misfire")
             logger.warning(
                 "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
                 task.full_name,
@@ -142,7 +162,7 @@ class TickRunner:
             return None
         with self._active_changed:
             if task.full_name in self._active:
-                self.stats.add("ticks_overlapped")
+                self._skipped(task, slot, "overlap")
                 logger.debug(
                     "%s: tick %s skipped: the previous run is still going", task.full_name, slot
                 )
@@ -189,11 +209,13 @@ class TickRunner:
         for attempt in (1, 2):
             if self._stopped.is_set():
                 logger.debug("%s skipped: the scheduler is shutting down", what)
+                self._skipped(task, request.slot, "shutdown")
                 return None
             try:
                 self.ensure_schema()
                 result = self.store.try_acquire(request)
             except StoreError as exc:
+                self._skipped(task, request.slot, "error")
                 self.health.failed(what, exc)
                 return None
             self.health.succeeded()
@@ -215,10 +237,11 @@ class TickRunner:
                 )
                 self.stats.add("late_pickups")
                 if self._stopped.wait(wait):
+                    self._skipped(task, request.slot, "shutdown")
                     return None
                 continue
-            self.stats.add(f"ticks_refused_{result.reason}")
             self.stats.add("ticks_not_acquired")
+            self._skipped(task, request.slot, result.reason)
             if result.reason == "future":
                 logger.warning(
                     "%s refused: the slot is ahead of the database clock; "
@@ -231,7 +254,11 @@ class TickRunner:
         return None
 
     def _run(self, task: Task, lease: Lease) -> str:
-        liveness = self.heartbeats.track(lease)
+        def on_lost() -> None:
+            self.stats.add("leases_lost")
+            self.events.emit(LeaseLost(task=task.full_name, slot=lease.slot, fence=lease.fence))
+
+        liveness = self.heartbeats.track(lease, on_lost)
         active = _ActiveRun(task, lease, liveness, started=time.monotonic())
         with self._active_changed:
             self._active[task.full_name] = active
@@ -245,6 +272,9 @@ class TickRunner:
         )
         error: str | None = None
         outcome = "succeeded"
+        self.events.emit(
+            RunStarted(task=task.full_name, slot=lease.slot, fence=lease.fence, manual=lease.manual)
+        )
         try:
             self._call(task, context)
         except TaskTimeout as exc:
@@ -271,6 +301,17 @@ class TickRunner:
                 lease.fence,
                 outcome,
                 duration,
+            )
+            self.events.emit(
+                RunFinished(
+                    task=task.full_name,
+                    slot=lease.slot,
+                    fence=lease.fence,
+                    manual=lease.manual,
+                    outcome=outcome,
+                    duration=duration,
+                    error=error,
+                )
             )
         return outcome
 

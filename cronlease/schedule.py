@@ -280,7 +280,9 @@ class Schedule:
     def cron(cls, expression: str, *, timezone: str | None = None) -> Schedule:
         if not isinstance(expression, str):
             raise ConfigError(f"cron must be a string such as '0 3 * * *', not {expression!r}")
-        return cls(kind="cron", expression=expression, timezone=timezone or "UTC")
+        return cls(
+            kind="cron", expression=expression, timezone="UTC" if timezone is None else timezone
+        )
 
     @property
     def fingerprint(self) -> str:

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Engine
 from cronlease.clock import ClockCheck, SkewDetector
 from cronlease.database import create_store_engine
 from cronlease.errors import ConfigError, SchedulerError, StoreError, UnknownTaskError
+from cronlease.events import ClockChecked, Event, EventBus
 from cronlease.executor import LeaseExecutor
 from cronlease.model import check_task_name
 from cronlease.runner import TickRunner
@@ -32,6 +33,7 @@ from cronlease.task import Task
 __all__ = ["Scheduler", "default_holder"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+E = TypeVar("E", bound=Event)
 CLOCK_CHECK_SECONDS = 300
 logger = logging.getLogger("cronlease")
 
@@ -75,6 +77,7 @@ class Scheduler:
         self.holder = holder or default_holder()
         self.shutdown_timeout = shutdown_timeout
         self.stats = Stats()
+        self.events = EventBus()
         self.store = LeaseStore(_adopt(engine) if engine is not None else create_store_engine(url))
         self._tasks: dict[str, Task] = {}
         self._by_name: dict[str, Task] = {}
@@ -86,6 +89,7 @@ class Scheduler:
             stats=self.stats,
             loop_getter=lambda: self._loop,
             on_schema_ready=self._on_database_ready,
+            events=self.events,
         )
         self._apscheduler: BackgroundScheduler | None = None
         self._skew: SkewDetector | None = None
@@ -241,9 +245,11 @@ class Scheduler:
             smallest = min(task.schedule.smallest_gap() for task in self._tasks.values())
             self._skew = SkewDetector(self.store, smallest)
         try:
-            self._skew.check()
+            check = self._skew.check()
         except StoreError as exc:
             logger.debug("clock check skipped: %s", exc)
+            return
+        self.events.emit(ClockChecked(skew=check.skew, round_trip=check.round_trip))
 
     def _on_database_ready(self) -> None:
         """First contact with the database: compare schedules, catch up missed ticks."""
@@ -329,6 +335,16 @@ class Scheduler:
 
     def __exit__(self, *exc_info: object) -> None:
         self.shutdown(wait=True)
+
+    # --- observing --------------------------------------------------------
+
+    def listen(self, listener: Callable[[E], object], *types: type[E]) -> Callable[[], None]:
+        """Call ``listener`` with each event of ``types`` (all if none); returns unsubscribe.
+
+        Events: RunStarted, RunFinished, TickSkipped, LeaseLost, DatabaseUnavailable,
+        DatabaseRecovered, ClockChecked (see :mod:`cronlease.events`).
+        """
+        return self.events.listen(listener, *types)
 
     # --- fleet-wide controls ---------------------------------------------
 

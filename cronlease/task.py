@@ -29,22 +29,30 @@ class Liveness:
     Once lost, always lost.
     """
 
-    def __init__(self, ttl: float, sent_at: float) -> None:
+    def __init__(
+        self, ttl: float, sent_at: float, on_lost: Callable[[], None] = lambda: None
+    ) -> None:
         self.ttl = ttl
         self._deadline = sent_at + ttl
         self._lost = threading.Event()
+        self._lock = threading.Lock()
+        self._on_lost = on_lost
 
     def renewed(self, sent_at: float) -> None:
         if not self._lost.is_set():
             self._deadline = max(self._deadline, sent_at + self.ttl)
 
     def mark_lost(self) -> None:
-        self._lost.set()
+        with self._lock:
+            if self._lost.is_set():
+                return
+            self._lost.set()
+        self._on_lost()
 
     @property
     def lost(self) -> bool:
         if not self._lost.is_set() and time.monotonic() >= self._deadline:
-            self._lost.set()
+            self.mark_lost()
         return self._lost.is_set()
 
 

@@ -9,19 +9,27 @@ import cronlease
 from cronlease import errors
 
 EXPECTED_ALL = [
+    "ClockChecked",
     "ConfigError",
     "CronleaseError",
+    "DatabaseRecovered",
+    "DatabaseUnavailable",
+    "Event",
     "Lease",
     "LeaseInfo",
+    "LeaseLost",
     "LeaseStore",
     "RunContext",
+    "RunFinished",
     "RunRecord",
+    "RunStarted",
     "Schedule",
     "Scheduler",
     "SchedulerError",
     "StoreError",
     "Task",
     "TaskTimeout",
+    "TickSkipped",
     "UnknownTaskError",
     "__version__",
 ]

@@ -1,0 +1,144 @@
+"""Events a replica emits, and the listeners that observe them.
+
+Subscribe with :meth:`cronlease.Scheduler.listen`::
+
+    def report(event: RunFinished) -> None:
+        if event.outcome == "failed":
+            sentry_sdk.capture_message(f"{event.task} failed: {event.error}")
+
+    scheduler.listen(report, RunFinished)
+
+Listeners run synchronously on the thread that emits (a worker, the
+heartbeat thread, ...): keep them quick. An exception in a listener is
+logged and never disturbs the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+__all__ = [
+    "ClockChecked",
+    "DatabaseRecovered",
+    "DatabaseUnavailable",
+    "Event",
+    "EventBus",
+    "LeaseLost",
+    "RunFinished",
+    "RunStarted",
+    "SkipReason",
+    "TickSkipped",
+]
+
+logger = logging.getLogger("cronlease")
+
+SkipReason = Literal[
+    "held",  # another replica holds the lease (an older slot still running)
+    "taken",  # another replica took (or already ran) this slot
+    "contended",  # another replica won the race for it
+    "paused",  # the task is paused fleet-wide
+    "future",  # the slot is ahead of the database clock (this host's clock is fast)
+    "error",  # the database failed
+    "misfire",  # the tick started later than its grace
+    "overlap",  # this replica's previous run of the task is still going
+    "shutdown",  # the scheduler is stopping
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of all events; ``at`` is this host's wall clock when it was emitted."""
+
+    at: float = field(default_factory=time.time, kw_only=True)
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    task: str
+    slot: int
+    fence: int
+    manual: bool
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    task: str
+    slot: int
+    fence: int
+    manual: bool
+    outcome: str
+    duration: float
+    error: str | None
+
+
+@dataclass(frozen=True)
+class TickSkipped(Event):
+    task: str
+    slot: int
+    reason: SkipReason
+
+
+@dataclass(frozen=True)
+class LeaseLost(Event):
+    task: str
+    slot: int
+    fence: int
+
+
+@dataclass(frozen=True)
+class DatabaseUnavailable(Event):
+    error: str
+
+
+@dataclass(frozen=True)
+class DatabaseRecovered(Event):
+    outage: float
+    skipped_ticks: int
+
+
+@dataclass(frozen=True)
+class ClockChecked(Event):
+    skew: float  # database clock minus this host's clock, seconds
+    round_trip: float
+
+
+E = TypeVar("E", bound=Event)
+
+
+class EventBus:
+    """Delivers events to the listeners subscribed to their type (or a base of it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._listeners: list[tuple[Callable[[Event], object], tuple[type[Event], ...]]] = []
+
+    def listen(self, listener: Callable[[E], object], *types: type[E]) -> Callable[[], None]:
+        """Call ``listener`` for each event of ``types`` (all if none); returns unsubscribe."""
+        # The listener only ever receives events of the types it asked for.
+        entry: tuple[Callable[[Event], object], tuple[type[Event], ...]] = (
+            listener,  # type: ignore[assignment]
+            types or (Event,),
+        )
+        with self._lock:
+            self._listeners.append(entry)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if entry in self._listeners:
+                    self._listeners.remove(entry)
+
+        return unsubscribe
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            listeners = [fn for fn, types in self._listeners if isinstance(event, types)]
+        for listener in listeners:
+            try:
+                listener(event)
+            except Exception:
+                logger.exception("a cronlease listener failed on %s", type(event).__name__)
