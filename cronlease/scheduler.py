@@ -9,6 +9,8 @@ import secrets
 import signal
 import socket
 import threading
+import time
+import weakref
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from types import FrameType, MappingProxyType
@@ -24,6 +26,7 @@ from cronlease.database import create_store_engine
 from cronlease.errors import ConfigError, SchedulerError, StoreError, UnknownTaskError
 from cronlease.events import ClockChecked, Event, EventBus
 from cronlease.executor import LeaseExecutor
+from cronlease.health import Health, overdue_tasks
 from cronlease.model import check_task_name
 from cronlease.runner import TickRunner
 from cronlease.stats import Stats
@@ -83,7 +86,18 @@ class Scheduler:
         self._by_name: dict[str, Task] = {}
         self._max_workers = max_workers
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.runner = TickRunner(
+        self.runner = self._make_runner()
+        self._apscheduler: BackgroundScheduler | None = None
+        self._skew: SkewDetector | None = None
+        self._started_at: datetime | None = None
+        self._stop_requested = threading.Event()
+        self._lock = threading.RLock()
+
+        self._default_holder = holder is None
+        _SCHEDULERS.add(self)
+
+    def _make_runner(self) -> TickRunner:
+        return TickRunner(
             self.store,
             self.holder,
             stats=self.stats,
@@ -91,10 +105,26 @@ class Scheduler:
             on_schema_ready=self._on_database_ready,
             events=self.events,
         )
-        self._apscheduler: BackgroundScheduler | None = None
-        self._skew: SkewDetector | None = None
-        self._stop_requested = threading.Event()
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: never reuse the parent's connections, locks or dead threads.
+
+        A scheduler that was running in the parent (e.g. started under gunicorn
+        ``--preload``) is started again in the child, as a replica of its own.
+        """
+        self.store.engine.dispose(close=False)
+        was_running = self._apscheduler is not None
+        self._apscheduler = None
+        self._loop = None
+        self._skew = None
         self._lock = threading.RLock()
+        self._stop_requested = threading.Event()
+        if self._default_holder:
+            self.holder = default_holder()
+        self.runner = self._make_runner()
+        if was_running:
+            logger.info("restarting the cronlease scheduler in forked process %s", os.getpid())
+            threading.Thread(target=self.start, name="cronlease-restart", daemon=True).start()
 
     # --- declaring --------------------------------------------------------
 
@@ -185,6 +215,7 @@ class Scheduler:
                 self._loop = None
             self._stop_requested.clear()
             self.runner.start_accepting()
+            self._started_at = datetime.now(timezone.utc)
             try:
                 self.runner.ensure_schema()
             except StoreError as exc:
@@ -346,6 +377,36 @@ class Scheduler:
         """
         return self.events.listen(listener, *types)
 
+    def health(self, *, database_threshold: float = 60.0) -> Health:
+        """Problems a probe should fail on: the database unreachable for longer than
+        ``database_threshold`` seconds, or a task overdue by more than its grace."""
+        problems: list[str] = []
+        down_since = self.runner.health.down_since
+        down_for = None if down_since is None else time.monotonic() - down_since
+        if down_for is not None and down_for > database_threshold:
+            problems.append(f"database unreachable for {down_for:.0f} s")
+        try:
+            rows = {row.name: row for row in self.store.leases(sorted(self._tasks))}
+            db_now = self.store.database_time()
+        except StoreError as exc:
+            if down_for is None or down_for > database_threshold:
+                problems.append(f"database unreachable: {exc}")
+            return Health(ok=not problems, problems=tuple(problems), database_down_for=down_for)
+        overdue = overdue_tasks(
+            self._tasks.values(),
+            rows,
+            now=datetime.now(timezone.utc),
+            db_now=db_now,
+            since=self._started_at,
+        )
+        problems.extend(f"{name} is overdue" for name in overdue)
+        return Health(
+            ok=not problems,
+            problems=tuple(problems),
+            overdue=tuple(overdue),
+            database_down_for=down_for,
+        )
+
     # --- fleet-wide controls ---------------------------------------------
 
     def pause(self, name: str) -> None:
@@ -369,6 +430,18 @@ class Scheduler:
 
     def next_fire_times(self, name: str, count: int = 3) -> list[datetime]:
         return self.get_task(name).schedule.upcoming(datetime.now(timezone.utc), count)
+
+
+_SCHEDULERS: weakref.WeakSet[Scheduler] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for scheduler in list(_SCHEDULERS):
+        scheduler._reset_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _adopt(engine: Engine) -> Engine:

@@ -1,0 +1,67 @@
+"""Forking servers: a scheduler made (or started) before fork works in the child."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cronlease import RunContext, Scheduler
+from tests.support import ledger
+from tests.support.procs import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def child_waits_for_its_own_run(url: str, name: str) -> int:
+    """In the child: 0 if a run by this pid reaches the ledger within the deadline."""
+    try:
+        wait_for(
+            lambda: any(pid == os.getpid() for _, pid in ledger.entries(url, name)),
+            20,
+            "a run in the child",
+        )
+        return 0
+    except BaseException:
+        return 1
+
+
+def fork_and_check(url: str, name: str, scheduler: Scheduler, start_in_child: bool) -> int:
+    pid = os.fork()
+    if pid == 0:  # the child, as a gunicorn worker would be
+        code = 1
+        try:
+            if start_in_child:
+                scheduler.start()
+            code = child_waits_for_its_own_run(url, name)
+            scheduler.shutdown()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.parametrize("started_before_fork", [False, True])
+def test_scheduler_runs_in_a_forked_child(
+    db_url: str, task_name: str, started_before_fork: bool
+) -> None:
+    ledger.setup(db_url)
+    scheduler = Scheduler(db_url)
+
+    @scheduler.task(every="1s", name=task_name)
+    def write_ledger(ctx: RunContext) -> None:
+        ledger.append(db_url, task_name, ctx.slot)
+
+    # The parent touches the database first, so it has pooled connections to leak.
+    scheduler.runner.ensure_schema()
+    parent_holder = scheduler.holder
+    if started_before_fork:
+        scheduler.start()  # gunicorn --preload: started in the master, before fork
+    try:
+        assert fork_and_check(db_url, task_name, scheduler, not started_before_fork) == 0
+    finally:
+        scheduler.shutdown()
+    assert scheduler.holder == parent_holder
+    slots = [slot for slot, _ in ledger.entries(db_url, task_name)]
+    assert len(slots) == len(set(slots))
