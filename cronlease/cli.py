@@ -48,7 +48,7 @@ exit status:
 
 environment:
   {DATABASE_ENV}  overrides `database` in the config file (--database overrides both)
-  {DISABLED_ENV}=1        `run` starts but fires nothing (e.g. a staging copy of production)
+  {DISABLED_ENV}=1      `run` starts but fires nothing (e.g. a staging copy of production)
 """
 
 
@@ -64,7 +64,7 @@ class Failure(Exception):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``cronlease`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    """Run ``cronlease`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cronlease",
-        description="Periodic tasks on every replica, each tick run once, held by a database lease.",
+        description="Periodic tasks on every replica, each tick run once, held by a database lease",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -292,7 +292,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     specs = [spec for spec in config.tasks.values() if spec.enabled]
     if os.environ.get(DISABLED_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         logger.warning(
-            "%s is set: this replica fires nothing (%d task(s) declared in %s); "
+            "%s: this replica fires nothing (%d task(s) declared in %s); "
             "waiting for SIGINT or SIGTERM",
             f"{DISABLED_ENV}={os.environ[DISABLED_ENV]}",
             len(specs),
@@ -500,7 +500,8 @@ def _status_of(
     db_now: float,
     now: datetime,
 ) -> dict[str, Any]:
-    held = row is not None and row.slot >= 0 and row.expires_at > db_now
+    held = row is not None and row.expires_at > db_now
+    acquired = row is not None and row.fence > 0  # a row made by pause was never acquired
     if row is not None and row.paused:
         state = "paused"
     elif held:
@@ -518,14 +519,12 @@ def _status_of(
         "state": state,
         "paused": bool(row and row.paused),
         "running": held,
-        "holder": _holder(row.holder) if row and cursor is not None else None,
+        "holder": _holder(row.holder) if row and acquired else None,
         "fence": row.fence if row and row.fence else None,
         "last_slot": cursor,
         "last_slot_time": _iso(time_of_slot(cursor)) if cursor is not None else None,
-        "lease_expires_at": row.expires_at if row and cursor is not None else None,
-        "lease_expires_in": round(row.expires_at - db_now, 3)
-        if row and cursor is not None
-        else None,
+        "lease_expires_at": row.expires_at if row and acquired else None,
+        "lease_expires_in": round(row.expires_at - db_now, 3) if row and acquired else None,
         "last_run": _run_dict(last) if last else None,
         "next_fire_time": upcoming[0].astimezone(_zone(spec.schedule)).isoformat()
         if spec is not None and upcoming
@@ -610,7 +609,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = []
     for record in records:
-        error = (record["error"] or "").strip().splitlines()
+        error = _error_summary(record["error"] or "").splitlines()
         rows.append(
             [
                 _short_time(record["scheduled_for"]) + (" (manual)" if record["manual"] else ""),
@@ -618,7 +617,7 @@ def cmd_history(args: argparse.Namespace) -> int:
                 "-" if record["duration"] is None else _format_duration(record["duration"]),
                 str(record["fence"]),
                 record["holder"],
-                (error[-1][:80] if error else ""),
+                (error[0][:100] if error else ""),
             ]
         )
     _print_table(["SCHEDULED FOR", "OUTCOME", "DURATION", "FENCE", "HOLDER", "ERROR"], rows)
@@ -672,7 +671,9 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     spec = _spec(config, args.task)
     url = _database(args, config)
     scheduler = Scheduler(url, namespace=config.namespace, holder=config.holder)
-    task = spec.add_to(scheduler)
+    # This process only runs the one manual run: it must not start catch-up runs
+    # that would be cut off when it exits.
+    task = spec.add_to(scheduler, catchup="skip")
     try:
         with _interrupt_on_sigterm():
             outcome = scheduler.run_now(spec.name)
@@ -692,7 +693,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     print(f"{task.full_name}: {outcome}{duration}{fence}")
     if outcome != "succeeded":
         if run and run.error:
-            print(run.error.strip().splitlines()[-1], file=sys.stderr)
+            print(_error_summary(run.error), file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
 
@@ -779,6 +780,18 @@ def cmd_import_crontab(args: argparse.Namespace) -> int:
 # --- formatting --------------------------------------------------------------------
 
 
+def _error_summary(error: str) -> str:
+    """A recorded error without its traceback: the exception line and what follows it."""
+    lines = error.strip().splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    if not lines or not lines[0].startswith("Traceback") or not frames:
+        return error.strip()
+    rest = lines[frames[-1] + 1 :]
+    while rest and rest[0].startswith(" "):
+        rest.pop(0)  # the source line (and carets) of the last frame
+    return "\n".join(rest) if rest else error.strip()
+
+
 def _iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -788,6 +801,8 @@ def _short_time(iso: str | None) -> str:
 
 
 def _format_duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
     if seconds < 60:
         return f"{seconds:.3g}s" if seconds < 10 else f"{seconds:.0f}s"
     minutes, secs = divmod(round(seconds), 60)
@@ -800,6 +815,10 @@ def _format_duration(seconds: float) -> str:
 def _print_table(headers: list[str], rows: list[list[str]]) -> None:
     if not rows:
         return
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
     for row in [headers, *rows]:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print(
+            "  ".join(
+                str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)
+            ).rstrip()
+        )

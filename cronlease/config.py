@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronlease.commands import CommandTask
 from cronlease.database import DEFAULT_URL, normalize_url
@@ -46,7 +46,7 @@ from cronlease.errors import ConfigError, TaskTimeout
 from cronlease.model import check_task_name
 from cronlease.schedule import Schedule, parse_duration
 from cronlease.scheduler import Scheduler
-from cronlease.task import RunContext, Task, _wants_context
+from cronlease.task import CATCH_UP_POLICIES, RunContext, Task, _wants_context
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -67,7 +67,16 @@ DEFAULT_CONFIG = "cronlease.toml"
 DATABASE_ENV = "CRONLEASE_DATABASE_URL"
 
 TOP_LEVEL_KEYS = ("database", "namespace", "holder", "tasks")
-COMMON_KEYS = ("every", "cron", "timezone", "lease_ttl", "timeout", "enabled")
+COMMON_KEYS = (
+    "every",
+    "cron",
+    "timezone",
+    "lease_ttl",
+    "timeout",
+    "enabled",
+    "catchup",
+    "catchup_limit",
+)
 CALL_KEYS = ("call", "args", "kwargs")
 COMMAND_KEYS = ("command", "shell", "cwd", "env")
 TASK_KEYS = (*CALL_KEYS, *COMMAND_KEYS, *COMMON_KEYS)
@@ -117,6 +126,8 @@ class TaskSpec:
     lease_ttl: float | None = None
     timeout: float | None = None
     enabled: bool = True
+    catchup: str = "latest"
+    catchup_limit: int = 10
     line: int | None = None
 
     @property
@@ -147,7 +158,7 @@ class TaskSpec:
             raise ConfigError(f"task {self.name!r}: its call {self.call!r} was not imported")
         return self.func if self.timeout is None else _with_timeout(self.func, self.timeout)
 
-    def add_to(self, scheduler: Scheduler) -> Task:
+    def add_to(self, scheduler: Scheduler, *, catchup: str | None = None) -> Task:
         """Declare this task on ``scheduler`` (its namespace applies)."""
         options: dict[str, Any]
         if self.schedule.kind == "every":
@@ -158,6 +169,8 @@ class TaskSpec:
             self.function(),
             name=self.name,
             lease_ttl=self.lease_ttl,
+            catchup=catchup or self.catchup,
+            catchup_limit=self.catchup_limit,
             args=self.args,
             kwargs=self.kwargs,
             **options,
@@ -320,6 +333,13 @@ class _Validator:
         for number, line in enumerate(self.lines, 1):
             if pattern.match(line):
                 return number
+        # NAME = ... or NAME.key = ... inside a [tasks] table
+        in_tasks = re.compile(rf"^\s*(\"{name}\"|'{name}'|{name})\s*(\.|=)")
+        for number, line in enumerate(self.lines, 1):
+            if re.match(r"^\s*\[\s*tasks\s*\]", line):
+                for inner in range(number + 1, self._next_table(number) + 1):
+                    if in_tasks.match(self.lines[inner - 1]):
+                        return inner
         return None
 
     def _first_table(self) -> int:
@@ -445,11 +465,29 @@ class _Validator:
             raise self.error(
                 f"must be true or false, not {_toml_type(enabled)}", task=name, key="enabled"
             )
-        line = self._table_start(name) or self._dotted_line(name, None)
-
+        catchup = table.get("catchup", "latest")
+        if catchup not in CATCH_UP_POLICIES:
+            raise self.error(
+                f"must be one of {', '.join(map(repr, CATCH_UP_POLICIES))}, not {catchup!r}",
+                task=name,
+                key="catchup",
+            )
+        catchup_limit = table.get("catchup_limit", 10)
+        if type(catchup_limit) is not int or not 1 <= catchup_limit <= 1000:
+            raise self.error("must be an integer from 1 to 1000", task=name, key="catchup_limit")
+        common = {
+            "name": name,
+            "schedule": schedule,
+            "lease_ttl": lease_ttl,
+            "timeout": timeout,
+            "enabled": enabled,
+            "catchup": catchup,
+            "catchup_limit": catchup_limit,
+            "line": self._table_start(name) or self._dotted_line(name, None),
+        }
         if "call" in table:
-            return self.call_spec(name, table, schedule, lease_ttl, timeout, enabled, line)
-        return self.command_spec(name, table, schedule, lease_ttl, timeout, enabled, line)
+            return self.call_spec(table, common)
+        return self.command_spec(table, common)
 
     def schedule(self, name: str, table: dict[str, Any]) -> Schedule:
         if "every" in table and "cron" in table:
@@ -469,8 +507,14 @@ class _Validator:
                 try:
                     ZoneInfo(zone)
                 except (ZoneInfoNotFoundError, ValueError):
+                    close = difflib.get_close_matches(zone, available_timezones(), n=1)
+                    hint = (
+                        f"did you mean {close[0]!r}?"
+                        if close
+                        else "use an IANA name such as 'Europe/Istanbul'"
+                    )
                     raise self.error(
-                        f"unknown time zone {zone!r}: use an IANA name such as 'Europe/Istanbul'",
+                        f"unknown time zone {zone!r}: {hint}",
                         task=name,
                         key="timezone",
                     ) from None
@@ -503,16 +547,8 @@ class _Validator:
         except ConfigError as exc:
             raise self.error(str(exc), task=name, key=key) from None
 
-    def call_spec(
-        self,
-        name: str,
-        table: dict[str, Any],
-        schedule: Schedule,
-        lease_ttl: float | None,
-        timeout: float | None,
-        enabled: bool,
-        line: int | None,
-    ) -> TaskSpec:
+    def call_spec(self, table: dict[str, Any], common: dict[str, Any]) -> TaskSpec:
+        name, timeout = common["name"], common["timeout"]
         target = self.string(table["call"], name, "call")
         args = table.get("args", [])
         if not isinstance(args, list):
@@ -537,29 +573,10 @@ class _Validator:
                     task=name,
                     key="timeout",
                 )
-        return TaskSpec(
-            name=name,
-            schedule=schedule,
-            call=target,
-            func=func,
-            args=tuple(args),
-            kwargs=dict(kwargs),
-            lease_ttl=lease_ttl,
-            timeout=timeout,
-            enabled=enabled,
-            line=line,
-        )
+        return TaskSpec(call=target, func=func, args=tuple(args), kwargs=dict(kwargs), **common)
 
-    def command_spec(
-        self,
-        name: str,
-        table: dict[str, Any],
-        schedule: Schedule,
-        lease_ttl: float | None,
-        timeout: float | None,
-        enabled: bool,
-        line: int | None,
-    ) -> TaskSpec:
+    def command_spec(self, table: dict[str, Any], common: dict[str, Any]) -> TaskSpec:
+        name = common["name"]
         shell = table.get("shell", False)
         if not isinstance(shell, bool):
             raise self.error(
@@ -617,18 +634,7 @@ class _Validator:
                     task=name,
                     key="env",
                 )
-        return TaskSpec(
-            name=name,
-            schedule=schedule,
-            command=command,
-            shell=shell,
-            cwd=cwd,
-            env=dict(env),
-            lease_ttl=lease_ttl,
-            timeout=timeout,
-            enabled=enabled,
-            line=line,
-        )
+        return TaskSpec(command=command, shell=shell, cwd=cwd, env=dict(env), **common)
 
 
 def _is_async(func: Callable[..., Any]) -> bool:

@@ -91,7 +91,8 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
             connect_args = {
                 "connect_timeout": CONNECT_TIMEOUT,
                 # lease times are epoch seconds from the server clock in UTC
-                "init_command": "SET time_zone = '+00:00'",
+                # A lock wait far past any tick's grace helps nobody.
+                "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10",
                 **options.pop("connect_args", {}),
             }
             return create_engine(

@@ -51,12 +51,12 @@ def overdue_tasks(
         floors = [t for t in (since, None if cursor is None else time_of_slot(cursor)) if t]
         if not floors:
             continue
-        missed = task.schedule.missed(max(floors), now, 1)
-        if not missed:
+        # The first tick after the last one taken should have started within its grace.
+        expected = task.schedule.next_fire_time(max(floors))
+        if expected is None or expected > now:
             continue
-        latest = missed[-1]
-        if cursor is not None and slot_of(latest) <= cursor:
+        if cursor is not None and slot_of(expected) <= cursor:
             continue
-        if (now - latest).total_seconds() > task.grace_for(latest):
+        if (now - expected).total_seconds() > task.grace_for(expected):
             overdue.append(task.full_name)
     return overdue

@@ -29,6 +29,8 @@ FINAL_OUTCOMES: frozenset[str] = frozenset(
     {"succeeded", "failed", "lost", "timed_out", "interrupted"}
 )
 MAX_TTL_SECONDS = 86400.0
+# room in the holder column for '#' and the per-attempt nonce (16 hex digits)
+MAX_HOLDER_ID_LENGTH = MAX_HOLDER_LENGTH - 17
 
 
 def check_task_name(name: object) -> str:
@@ -83,9 +85,9 @@ class AcquireRequest:
             )
         if not self.tolerance >= 0:
             raise ConfigError(f"tolerance must not be negative, got {self.tolerance!r}")
-        if not self.holder or len(self.holder) > MAX_HOLDER_LENGTH - 9:
+        if not self.holder or len(self.holder) > MAX_HOLDER_ID_LENGTH:
             raise ConfigError(
-                f"holder id must have 1 to {MAX_HOLDER_LENGTH - 9} characters, got {self.holder!r}"
+                f"holder id must have 1 to {MAX_HOLDER_ID_LENGTH} characters, got {self.holder!r}"
             )
 
 
@@ -182,4 +184,3 @@ class Refusal:
         if not request.manual and request.slot / 1000.0 > state.db_now + request.tolerance:
             return cls("future")
         return cls("contended")
-

@@ -29,21 +29,24 @@ from cronlease.executor import LeaseExecutor
 from cronlease.health import Health, overdue_tasks
 from cronlease.model import check_task_name
 from cronlease.runner import TickRunner
+from cronlease.schedule import parse_duration
 from cronlease.stats import Stats
 from cronlease.store import LeaseStore
 from cronlease.task import Task
 
-__all__ = ["Scheduler", "default_holder"]
+__all__ = ["HOUSEKEEPING_TASK", "Scheduler", "default_holder"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 E = TypeVar("E", bound=Event)
 CLOCK_CHECK_SECONDS = 300
+#: the built-in task that prunes run history (not listed in ``Scheduler.tasks``)
+HOUSEKEEPING_TASK = "cronlease-housekeeping"
 logger = logging.getLogger("cronlease")
 
 
 def default_holder() -> str:
     """``hostname:pid:<6 random hex>``: unique per replica, readable in ``status``."""
-    return f"{socket.gethostname()[:200]}:{os.getpid()}:{secrets.token_hex(3)}"
+    return f"{socket.gethostname()[:180]}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 def _never_called() -> None:  # APScheduler wants a callable per job; the executor runs the task
@@ -69,6 +72,7 @@ class Scheduler:
         holder: str | None = None,
         max_workers: int = 16,
         shutdown_timeout: float = 30.0,
+        history_retention: object = "30d",
     ) -> None:
         if url is not None and engine is not None:
             raise ConfigError("give a database URL or an engine, not both")
@@ -92,6 +96,9 @@ class Scheduler:
         self._started_at: datetime | None = None
         self._stop_requested = threading.Event()
         self._lock = threading.RLock()
+        if history_retention is not None:
+            retention = parse_duration(history_retention, what="history_retention")
+            self._add_housekeeping(retention.total_seconds())
 
         self._default_holder = holder is None
         _SCHEDULERS.add(self)
@@ -176,11 +183,32 @@ class Scheduler:
         with self._lock:
             if task.name in self._by_name:
                 raise ConfigError(f"task {task.name!r} is declared twice")
+            if task.full_name in self._tasks:
+                raise ConfigError(f"task name {task.name!r} is reserved by cronlease")
             self._by_name[task.name] = task
             self._tasks[task.full_name] = task
             if self._apscheduler is not None:
                 self._add_job(task)
         return task
+
+    def _add_housekeeping(self, retention: float) -> None:
+        """Prune run history hourly, as a leased task itself: once per fleet, not per replica."""
+
+        def prune_history() -> None:
+            removed = self.store.prune(sorted(self._tasks), retention)
+            if removed:
+                logger.info(
+                    "pruned %d run(s) older than %.0f s from the history", removed, retention
+                )
+
+        task = Task.declare(
+            prune_history,
+            every="1h",
+            name=HOUSEKEEPING_TASK,
+            namespace=self.namespace,
+            catchup="skip",
+        )
+        self._tasks[task.full_name] = task
 
     @property
     def tasks(self) -> Mapping[str, Task]:
@@ -250,7 +278,7 @@ class Scheduler:
             logger.info(
                 "cronlease replica %s started with %d task(s) on %s",
                 self.holder,
-                len(self._tasks),
+                len(self._by_name),
                 self.store.url,
             )
 

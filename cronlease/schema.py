@@ -8,6 +8,8 @@ precision.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -29,6 +31,9 @@ MAX_HOLDER_LENGTH = 255
 MAX_ERROR_LENGTH = 2000
 
 metadata = MetaData()
+# Every string column on MySQL: utf8mb4 whatever the server default (latin1 would
+# reject non-ASCII names and error text), compared byte for byte.
+MYSQL_TABLE_OPTIONS: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
 
 
 def _name_type() -> String:
@@ -55,6 +60,7 @@ leases = Table(
     Column("expires_at", Double, nullable=False),
     Column("paused", Boolean, nullable=False, server_default=false()),
     Column("fingerprint", String(200), nullable=True),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 runs = Table(
@@ -74,4 +80,5 @@ runs = Table(
     # The database itself refuses a second run of a slot (defence in depth).
     UniqueConstraint("name", "slot", "manual", name="cronlease_runs_slot_key"),
     Index("cronlease_runs_started", "name", "started_at"),
+    **MYSQL_TABLE_OPTIONS,
 )

@@ -43,6 +43,8 @@ from cronlease.schema import metadata
 __all__ = ["LeaseStore"]
 
 T = TypeVar("T")
+# A false "won" needs a fresh nonce equal to the one already in the row: 2**-64.
+NONCE_BYTES = 8
 logger = logging.getLogger("cronlease")
 
 
@@ -125,7 +127,7 @@ class LeaseStore:
 
     def try_acquire(self, request: AcquireRequest) -> Lease | Refusal:
         """Like :meth:`acquire`, but say why when not acquired (same round trips)."""
-        nonce_holder = f"{request.holder}#{secrets.token_hex(4)}"
+        nonce_holder = f"{request.holder}#{secrets.token_hex(NONCE_BYTES)}"
         sent_at = time.monotonic()
         what = f"acquiring the lease of {request.name!r}"
         try:
@@ -226,6 +228,8 @@ class LeaseStore:
         """The database clock, as epoch seconds."""
         return self._call("reading the database clock", self.statements.database_time)
 
-    def prune(self, max_age: float) -> int:
-        """Delete finished runs older than ``max_age`` seconds; returns how many."""
-        return self._call("pruning run history", lambda conn: self.statements.prune(conn, max_age))
+    def prune(self, names: Sequence[str], max_age: float) -> int:
+        """Delete finished runs of ``names`` older than ``max_age`` seconds; returns how many."""
+        return self._call(
+            "pruning run history", lambda conn: self.statements.prune(conn, names, max_age)
+        )

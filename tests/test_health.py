@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 from cronlease import Scheduler
 from cronlease.model import AcquireRequest
+from cronlease.scheduler import HOUSEKEEPING_TASK
 from tests.support.procs import wait_for
 
 
@@ -42,3 +44,22 @@ def test_unreachable_database_fails_the_probe(tmp_path: Path) -> None:
     report = scheduler.health(database_threshold=0)
     assert not report.ok
     assert any("database unreachable" in problem for problem in report.problems)
+
+
+def test_housekeeping_prunes_old_history_of_its_own_tasks(db_url: str, task_name: str) -> None:
+    other = Scheduler(db_url)
+    other.add_task(lambda: None, every="1s", name=f"{task_name}-other")
+    scheduler = Scheduler(db_url, namespace=task_name, history_retention="2s")
+    scheduler.add_task(lambda: None, every="1s", name="ticker")
+    housekeeping = scheduler._tasks[f"{task_name}:{HOUSEKEEPING_TASK}"]
+    assert HOUSEKEEPING_TASK not in scheduler.tasks  # not a user task
+    with scheduler, other:
+        wait_for(lambda: len(scheduler.store.history(f"{task_name}:ticker", 50)) >= 4, 20, "runs")
+        now = datetime.now(timezone.utc)
+        assert scheduler.runner.run_tick(housekeeping, now, catch_up=True) == "succeeded"
+        remaining = scheduler.store.history(f"{task_name}:ticker", 50)
+        untouched = other.store.history(f"{task_name}-other", 50)
+    newest = max(run.started_at for run in remaining)
+    assert all(newest - run.started_at <= 2.5 for run in remaining), remaining
+    assert len(remaining) < 4
+    assert len(untouched) >= 4  # another application's history is not ours to prune

@@ -4,9 +4,11 @@
   after round, under READ COMMITTED sessions (cronlease's own engine) and
   REPEATABLE READ sessions (a user's engine, also in a non-UTC time zone).
   Wins are counted at a side-effect ledger without a unique constraint.
-- A brand-new task name raced by every process at once.
+- A brand-new task name raced by every process at once, and neighbouring
+  task names raced together (their winners write neighbouring index entries).
 - An acquisition chosen as a deadlock victim is retried once and wins.
-- A session time zone other than UTC does not move lease times.
+- A session time zone other than UTC, even in a daylight-saving fold, does
+  not move lease times; task names are case-sensitive and keep any Unicode.
 
 The server is ``CRONLEASE_TEST_MYSQL_URL`` (default the local MariaDB); an
 unreachable server skips, or fails when ``CRONLEASE_TEST_REQUIRE`` names mysql.
@@ -14,6 +16,7 @@ unreachable server skips, or fails when ``CRONLEASE_TEST_REQUIRE`` names mysql.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import queue
@@ -29,7 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import url_for
+from tests.conftest import url_for
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection, Engine
 
@@ -41,18 +44,23 @@ ROOT = Path(__file__).resolve().parents[1]
 PROCESSES = 8
 RACE_ROUNDS = 200
 NEW_NAME_ROUNDS = 40
+NEIGHBOURS = 6
+NEIGHBOUR_ROUNDS = 80
 # Offsets, not zone names: MariaDB knows zone names only once its time zone tables are loaded.
-ODD_TIME_ZONES = ["+05:30", "-09:30", "+13:45", "+03:00"]
-LOCK_ERRORS = ("deadlock", "lock wait", "1213", "1205")
+ODD_TIME_ZONES = ["+05:30", "-09:30", "+12:45", "+03:00"]
+# MySQL/MariaDB error 1213 "Deadlock found ...", 1205 "Lock wait timeout exceeded ..."
+LOCK_ERRORS = ("deadlock", "lock wait")
 
 # One replica for the race: it prints "ready <isolation>", then for every
-# "go <task> <slot>" line (the start gate) tries to acquire, and if it won,
-# appends to the ledger, finishes the run (releasing the lease) and prints
-# "won <fence>"; otherwise "lost". Errors are printed, never raised, so one
-# process failing cannot hide what the others did.
+# "go <slot> <task>..." line (the start gate) tries to acquire each task's
+# lease for that slot, in random order; for each it won, it appends to the
+# ledger and finishes the run (releasing the lease). It then prints "done"
+# and one outcome per task, in the order given: "won:<fence>", "lost" or
+# "error:<type>" (the traceback goes to stderr). Errors are never raised, so
+# one process failing cannot hide what the others did.
 WORKER = textwrap.dedent(
     """
-    import logging, os, sys, traceback
+    import logging, os, random, sys, traceback
     from sqlalchemy import create_engine, text
     from cronlease.database import create_store_engine, normalize_url
     from cronlease.model import AcquireRequest
@@ -63,7 +71,7 @@ WORKER = textwrap.dedent(
     logging.getLogger("sqlalchemy").setLevel(logging.WARNING)
     init = {"init_command": f"SET time_zone = '{time_zone}'"}
     if isolation == "READ COMMITTED":
-        # cronlease's own engine, with the time zone a user might pass through
+        # cronlease's own engine, with a session time zone a user might pass in
         engine = create_store_engine(url, connect_args=init)
     else:
         # a user's engine, as given to LeaseStore(engine)
@@ -74,26 +82,32 @@ WORKER = textwrap.dedent(
         level = conn.get_isolation_level()
     store.database_time()  # a pooled connection, ready before the gate opens
     print("ready", level.replace(" ", "_"), flush=True)
-    for line in sys.stdin:
-        command = line.split()
-        if command[0] != "go":
-            break
-        name, slot = command[1], int(command[2])
+
+    def attempt(name, slot):
         try:
             lease = store.acquire(AcquireRequest(name=name, slot=slot, ttl=60.0, holder=holder))
             if lease is None:
-                print("lost", flush=True)
-                continue
+                return "lost"
             with side_effects.connect() as conn:
                 conn.execute(
                     text(f"INSERT INTO {ledger} (task, slot, fence, pid) VALUES (:t, :s, :f, :p)"),
                     {"t": name, "s": slot, "f": lease.fence, "p": os.getpid()},
                 )
             store.finish(lease, "succeeded")
-            print("won", lease.fence, flush=True)
+            return f"won:{lease.fence}"
         except Exception as exc:
             traceback.print_exc()
-            print("error", type(exc).__name__, str(exc).replace("\\n", " "), flush=True)
+            return f"error:{type(exc).__name__}"
+
+    for line in sys.stdin:
+        command = line.split()
+        if command[0] != "go":
+            break
+        slot, names = int(command[1]), command[2:]
+        outcomes = {}
+        for name in random.sample(names, len(names)):
+            outcomes[name] = attempt(name, slot)
+        print("done", *(outcomes[name] for name in names), flush=True)
     store.dispose()
     """
 )
@@ -146,12 +160,14 @@ def server_slot(store: LeaseStore) -> int:
     return int(store.database_time() * 1000) - 60_000
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+def wait_for(
+    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.01
+) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
+        time.sleep(interval)
 
 
 # --- the multi-process race ----------------------------------------------------
@@ -198,7 +214,6 @@ class Worker:
         self.popen.stdin.flush()
 
     def stderr(self) -> str:
-        self._stderr.flush()
         return self.stderr_path.read_text()
 
     def stop(self) -> None:
@@ -231,16 +246,18 @@ class Race:
             for index in range(PROCESSES)
         ]
         deadline = time.monotonic() + 60
-        self.levels = [worker.next_line(deadline).split() for worker in self.workers]
+        self.levels = [tuple(worker.next_line(deadline).split()) for worker in self.workers]
 
-    def round(self, name: str, slot: int) -> list[str]:
-        """Open the gate for every worker (in random order); their answers, by worker."""
+    def round(self, slot: int, names: list[str]) -> list[list[str]]:
+        """Open the gate for every worker (in random order); outcomes by worker, then task."""
         order = list(self.workers)
         random.shuffle(order)
         for worker in order:
-            worker.send(f"go {name} {slot}")
+            worker.send(f"go {slot} {' '.join(names)}")
         deadline = time.monotonic() + 30
-        return [worker.next_line(deadline) for worker in self.workers]
+        answers = [worker.next_line(deadline).split() for worker in self.workers]
+        assert all(answer[0] == "done" and len(answer) == len(names) + 1 for answer in answers)
+        return [answer[1:] for answer in answers]
 
     def stop(self) -> list[str]:
         """Stop every worker; the stderr of each (logging included)."""
@@ -255,17 +272,60 @@ def ledger_rows(raw: Engine, ledger: str) -> list[tuple[str, int, int, int]]:
     return [(str(task), int(slot), int(fence), int(pid)) for task, slot, fence, pid in rows]
 
 
-def lock_problems(race_output: list[str], stderrs: list[str]) -> list[str]:
-    lines = race_output + [line for err in stderrs for line in err.splitlines()]
+def lock_problems(outcomes: list[str], stderrs: list[str]) -> list[str]:
+    lines = outcomes + [line for err in stderrs for line in err.splitlines()]
     return [line for line in lines if any(word in line.lower() for word in LOCK_ERRORS)]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
+def race(
+    tmp_path: Path,
+    url: str,
+    ledger: str,
+    isolation: str,
+    zones: list[str],
+    rounds: list[tuple[int, list[str]]],
+) -> dict[tuple[int, str], list[str]]:
+    """Run the rounds with PROCESSES workers; the outcomes of each (slot, task), by worker.
+
+    Fails on any error or any deadlock / lock-wait message in any worker's output.
+    """
+    racers = Race(tmp_path, url, ledger, isolation, zones)
+    try:
+        assert [level for _, level in racers.levels] == [isolation.replace(" ", "_")] * PROCESSES
+        answers = [(slot, names, racers.round(slot, names)) for slot, names in rounds]
+    finally:
+        stderrs = racers.stop()
+    outcomes: dict[tuple[int, str], list[str]] = {}
+    for slot, names, by_worker in answers:
+        for index, name in enumerate(names):
+            outcomes[slot, name] = [worker[index] for worker in by_worker]
+    flat = [outcome for by_worker in outcomes.values() for outcome in by_worker]
+    errors = [outcome for outcome in flat if outcome.startswith("error")]
+    assert not errors, (errors[:5], [err for err in stderrs if err.strip()][:1])
+    problems = lock_problems(flat, stderrs)
+    assert not problems, problems[:5]
+    return outcomes
+
+
+def winning_fences(outcomes: dict[tuple[int, str], list[str]]) -> dict[tuple[int, str], int]:
+    """The fence of each (slot, task)'s one winner; fails unless every round had exactly one."""
+    fences = {}
+    for key, by_worker in outcomes.items():
+        won = [int(outcome.split(":")[1]) for outcome in by_worker if outcome.startswith("won:")]
+        assert len(won) == 1 and by_worker.count("lost") == PROCESSES - 1, (key, by_worker)
+        fences[key] = won[0]
+    return fences
+
+
+SESSIONS = pytest.mark.parametrize(
     ("isolation", "zones"),
     [("READ COMMITTED", ["+00:00"]), ("REPEATABLE READ", ODD_TIME_ZONES)],
     ids=["read-committed", "repeatable-read"],
 )
+
+
+@pytest.mark.slow
+@SESSIONS
 def test_processes_race_for_each_slot_one_winner_per_round(
     tmp_path: Path,
     mysql_url: str,
@@ -277,39 +337,24 @@ def test_processes_race_for_each_slot_one_winner_per_round(
 ) -> None:
     name = unique_name("race")
     first_slot = server_slot(store)
+    slots = [first_slot + index for index in range(RACE_ROUNDS)]
     started = time.monotonic()
-    race = Race(tmp_path, mysql_url, ledger, isolation, zones)
-    try:
-        assert {tuple(level) for level in race.levels} == {("ready", isolation.replace(" ", "_"))}
-        answers = [race.round(name, first_slot + index) for index in range(RACE_ROUNDS)]
-    finally:
-        stderrs = race.stop()
+    outcomes = race(tmp_path, mysql_url, ledger, isolation, zones, [(s, [name]) for s in slots])
     elapsed = time.monotonic() - started
 
-    flat = [line for round_ in answers for line in round_]
-    errors = [line for line in flat if line.startswith("error")]
-    assert not errors, errors[:5]
-    assert not lock_problems(flat, stderrs), lock_problems(flat, stderrs)[:5]
-    winners = [[line for line in round_ if line.startswith("won")] for round_ in answers]
-    assert [len(won) for won in winners] == [1] * RACE_ROUNDS
-    fences = [int(won[0].split()[1]) for won in winners]
-    assert all(a < b for a, b in zip(fences, fences[1:])), fences
-    assert fences == list(range(1, RACE_ROUNDS + 1))
-
+    fences = [winning_fences(outcomes)[slot, name] for slot in slots]
+    assert all(a < b for a, b in itertools.pairwise(fences)), fences
+    assert fences == list(range(1, RACE_ROUNDS + 1))  # every acquisition was a round's win
     rows = ledger_rows(raw, ledger)
-    assert Counter(slot for _, slot, _, _ in rows) == Counter(
-        first_slot + index for index in range(RACE_ROUNDS)
-    )
+    assert sorted(slot for _, slot, _, _ in rows) == slots  # once each: no duplicate, none missed
     assert [fence for _, _, fence, _ in rows] == fences
-    # the race was a race: more than one process won rounds
     by_pid = Counter(pid for _, _, _, pid in rows)
-    assert len(by_pid) > 1, by_pid
-
+    assert len(by_pid) > 1, by_pid  # the race was a race: different processes won
     history = store.history(name, limit=RACE_ROUNDS + 10)
-    assert len(history) == RACE_ROUNDS
+    assert sorted(run.slot for run in history) == slots
     assert {run.outcome for run in history} == {"succeeded"}
     (row,) = store.leases([name])
-    assert (row.fence, row.slot) == (RACE_ROUNDS, first_slot + RACE_ROUNDS - 1)
+    assert (row.fence, row.slot) == (RACE_ROUNDS, slots[-1])
     print(
         f"{isolation}: {RACE_ROUNDS} rounds x {PROCESSES} processes in {elapsed:.1f} s;"
         f" wins per process {sorted(by_pid.values(), reverse=True)}"
@@ -317,9 +362,7 @@ def test_processes_race_for_each_slot_one_winner_per_round(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "isolation", ["READ COMMITTED", "REPEATABLE READ"], ids=["read-committed", "repeatable-read"]
-)
+@SESSIONS
 def test_processes_race_for_a_brand_new_task(
     tmp_path: Path,
     mysql_url: str,
@@ -327,38 +370,72 @@ def test_processes_race_for_a_brand_new_task(
     raw: Engine,
     ledger: str,
     isolation: str,
+    zones: list[str],
 ) -> None:
     names = [unique_name("new") for _ in range(NEW_NAME_ROUNDS)]
     slot = server_slot(store)
-    race = Race(tmp_path, mysql_url, ledger, isolation, ["+00:00"])
-    try:
-        answers = [race.round(name, slot) for name in names]
-    finally:
-        stderrs = race.stop()
+    outcomes = race(tmp_path, mysql_url, ledger, isolation, zones, [(slot, [n]) for n in names])
 
-    flat = [line for round_ in answers for line in round_]
-    assert not [line for line in flat if line.startswith("error")]
-    assert not lock_problems(flat, stderrs), lock_problems(flat, stderrs)[:5]
-    for round_ in answers:
-        assert sorted(round_) == ["lost"] * (PROCESSES - 1) + ["won 1"], round_
+    assert set(winning_fences(outcomes).values()) == {1}
     rows = ledger_rows(raw, ledger)
     assert sorted(task for task, _, _, _ in rows) == sorted(names)
-    assert {fence for _, _, fence, _ in rows} == {1}
+    assert {(slot_, fence) for _, slot_, fence, _ in rows} == {(slot, 1)}
     for info in store.leases(names):
         assert (info.fence, info.slot, info.paused) == (1, slot, False)
+
+
+@pytest.mark.slow
+@SESSIONS
+def test_processes_race_for_neighbouring_tasks(
+    tmp_path: Path,
+    mysql_url: str,
+    store: LeaseStore,
+    raw: Engine,
+    ledger: str,
+    isolation: str,
+    zones: list[str],
+) -> None:
+    """Winners of adjacent task names record their runs at the same moment.
+
+    At REPEATABLE READ, marking a task's old runs abandoned would gap-lock the
+    runs index up to the next task's first run, where that task's winner is
+    inserting: the statements run at READ COMMITTED whatever the session says.
+    """
+    prefix = unique_name("near")
+    names = [f"{prefix}-{index}" for index in range(NEIGHBOURS)]
+    first_slot = server_slot(store)
+    slots = [first_slot + index for index in range(NEIGHBOUR_ROUNDS)]
+    outcomes = race(tmp_path, mysql_url, ledger, isolation, zones, [(s, names) for s in slots])
+
+    fences = winning_fences(outcomes)
+    for name in names:
+        assert [fences[slot, name] for slot in slots] == list(range(1, NEIGHBOUR_ROUNDS + 1))
+    rows = ledger_rows(raw, ledger)
+    assert sorted((task, slot) for task, slot, _, _ in rows) == sorted(
+        (name, slot) for name in names for slot in slots
+    )
 
 
 # --- a deadlock victim is retried once -------------------------------------------
 
 
 def innodb_deadlocks(conn: Connection) -> int:
-    row = conn.execute(text("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")).first()
-    assert row is not None, "this server does not count InnoDB deadlocks"
-    return int(row[1])
+    """How many deadlocks InnoDB has detected since the server started."""
+    row = conn.execute(text("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")).first()  # MariaDB
+    if row is not None:
+        return int(row[1])
+    return int(  # MySQL: a metric that is enabled by default
+        conn.execute(
+            text(
+                "SELECT `COUNT` FROM information_schema.INNODB_METRICS"
+                " WHERE NAME = 'lock_deadlocks'"
+            )
+        ).scalar_one()
+    )
 
 
 def test_a_deadlock_victim_acquisition_is_retried_once(
-    store: LeaseStore, raw: Engine, ledger: str, caplog: pytest.LogCaptureFixture
+    mysql_url: str, store: LeaseStore, raw: Engine, ledger: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Another transaction locks an old run row, then the lease row, while acquire waits.
 
@@ -376,8 +453,8 @@ def test_a_deadlock_victim_acquisition_is_retried_once(
 
     with raw.connect() as probe:
         deadlocks_before = innodb_deadlocks(probe)
-    other_engine = create_engine(normalize_url(str(store.engine.url)))
-    result: list[Lease | None | BaseException] = []
+    other_engine = create_engine(normalize_url(mysql_url))
+    result: list[Lease | BaseException | None] = []
 
     def acquire() -> None:
         try:
@@ -403,15 +480,21 @@ def test_a_deadlock_victim_acquisition_is_retried_once(
             acquirer.start()
             with raw.connect() as probe:
                 wait_for(
-                    lambda: probe.execute(
-                        text(
-                            "SELECT COUNT(*) FROM information_schema.innodb_trx"
-                            " WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE :q"
-                        ),
-                        {"q": f"UPDATE cronlease_runs%{name}%"},
-                    ).scalar_one(),
+                    lambda: (
+                        result  # finished without waiting: shown by the asserts below
+                        or probe.execute(
+                            text(
+                                "SELECT COUNT(*) FROM information_schema.innodb_trx"
+                                " WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE :q"
+                            ),
+                            {"q": f"UPDATE cronlease_runs%{name}%"},
+                        ).scalar_one()
+                    ),
                     timeout=20,
                     what="the acquisition to wait for the locked run row",
+                    # InnoDB refreshes information_schema.innodb_trx only after 0.1 s
+                    # without reads: faster polling would see a stale table forever
+                    interval=0.15,
                 )
             # closes the cycle; InnoDB rolls back the lighter transaction: the acquisition
             other.execute(
@@ -489,30 +572,34 @@ def test_leases_taken_in_different_time_zones_agree(mysql_url: str, store: Lease
             zoned.dispose()
 
 
-def test_database_time_is_right_in_a_daylight_saving_fold(raw: Engine, store: LeaseStore) -> None:
-    """At the autumn change, local times repeat: UNIX_TIMESTAMP(NOW(6)) is an hour off for one
-    of them. Needs the server's time zone tables (mariadb-tzinfo-to-sql)."""
+def test_lease_times_are_right_in_a_daylight_saving_fold(
+    mysql_url: str, raw: Engine, store: LeaseStore
+) -> None:
+    """At the autumn change local times repeat, and UNIX_TIMESTAMP(NOW(6)) maps the second
+    02:30 back to the first: an hour off. Needs the server's time zone tables."""
     with raw.connect() as conn:
         loaded = conn.exec_driver_sql("SELECT COUNT(*) FROM mysql.time_zone_name").scalar_one()
     if not loaded:
-        pytest.skip(
-            "the server's time zone tables are empty (load them with mariadb-tzinfo-to-sql)"
-        )
-    # 2024-10-27 00:30:00 UTC is 02:30 CEST in Berlin; an hour later is 02:30 CET again.
-    first_0230 = 1729989000
-    with raw.connect() as conn:
-        conn.exec_driver_sql("SET time_zone = 'Europe/Berlin'")
-        for instant in (first_0230, first_0230 + 3600):
-            conn.exec_driver_sql(f"SET timestamp = {instant}.25")
-            ours, naive = conn.execute(
-                text(f"SELECT {store.statements.now}, UNIX_TIMESTAMP(NOW(6))")
-            ).one()
-            assert float(ours) == pytest.approx(instant + 0.25, abs=1e-6)
-            if instant == first_0230:
-                assert float(naive) != pytest.approx(
-                    instant + 0.25, abs=1
-                )  # why NOW(6) is not used
-        conn.exec_driver_sql("SET timestamp = DEFAULT")
+        pytest.skip("the server's time zone tables are empty: load them with mariadb-tzinfo-to-sql")
+    # 2024-10-27 00:30 UTC is 02:30 CEST in Berlin; an hour later it is 02:30 CET.
+    name = unique_name("fold")
+    first_0230 = 1729989000.25
+    for index, instant in enumerate((first_0230, first_0230 + 3600)):
+        # a session in Berlin whose clock stands still at that instant
+        init = f"SET time_zone = 'Europe/Berlin', timestamp = {instant}"
+        zoned = LeaseStore(create_store_engine(mysql_url, connect_args={"init_command": init}))
+        try:
+            assert zoned.database_time() == pytest.approx(instant, abs=1e-6)
+            lease = zoned.acquire(AcquireRequest(name=name, slot=index, ttl=60, holder="fold"))
+            assert lease is not None
+            (row,) = zoned.leases([name])
+            assert (row.acquired_at, row.expires_at) == pytest.approx((instant, instant + 60))
+            zoned.finish(lease, "succeeded")
+            with zoned.engine.connect() as conn:
+                naive = conn.exec_driver_sql("SELECT UNIX_TIMESTAMP(NOW(6))").scalar_one()
+            assert float(naive) == pytest.approx(first_0230)  # why the clock avoids it
+        finally:
+            zoned.dispose()
 
 
 # --- names -------------------------------------------------------------------

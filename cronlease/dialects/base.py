@@ -146,6 +146,7 @@ class Statements(ABC):
             .limit(bindparam("b_limit", type_=Integer))
         )
         self._prune = delete(runs).where(
+            runs.c.name.in_(bindparam("b_names", expanding=True)),
             runs.c.started_at < now - bindparam("b_max_age", type_=Double),
             runs.c.outcome != "running",
         )
@@ -288,6 +289,9 @@ class Statements(ABC):
             for row in rows
         ]
 
-    def prune(self, conn: Connection, max_age: float) -> int:
+    def prune(self, conn: Connection, names: Sequence[str], max_age: float) -> int:
+        if not names:
+            return 0
         with conn.begin():
-            return int(conn.execute(self._prune, {"b_max_age": max_age}).rowcount)
+            result = conn.execute(self._prune, {"b_names": list(names), "b_max_age": max_age})
+            return int(result.rowcount)

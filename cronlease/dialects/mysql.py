@@ -6,42 +6,44 @@ the attempt's nonce (DESIGN.md §3, the MariaDB note):
 
 - The ``SELECT`` carries the future-slot gate, so a gated attempt inserts
   nothing and updates nothing, even for a task that never ran.
-- The first assignment is ``holder = IF(<lease free>, :nonce, holder)``; every
-  later one tests ``holder = :nonce``. MySQL evaluates the assignments left to
-  right and each sees the ones before it, so a condition repeated on every
-  column would test the row as already half-updated: ``slot`` would no longer
-  be older than the new slot after ``slot`` itself was set, and so on.
+- The first assignment is ``holder = CASE WHEN <lease free> THEN :nonce ELSE
+  holder END``; every later one tests ``holder = :nonce``. MySQL evaluates the
+  assignments left to right and each sees the ones before it, so a condition
+  repeated on every column would test a half-updated row: once ``slot`` is
+  set, it is no longer older than the new slot, and so on.
 - The assigned values are the bind parameters and the clock expression
-  themselves, not ``VALUES(col)`` (deprecated in MySQL 8.0.20, unknown to
-  MariaDB's ``AS new`` alias form): the statement text is the same on both.
-- Whether this attempt won is then read back by the nonce, in the same
-  transaction: the affected-row count is ambiguous (SQLAlchemy sets the
-  FOUND_ROWS client flag), ``LAST_INSERT_ID()`` keeps a stale value per
-  connection, and MySQL has no ``RETURNING``. A winner marks earlier-fence
-  ``running`` runs ``abandoned`` and records its run before committing, while
-  it holds the lease row's lock.
+  themselves, not ``VALUES(col)`` (deprecated since MySQL 8.0.20, whose
+  ``AS new`` row alias MariaDB does not have): the text is the same on both.
+- Then one ``SELECT`` in the same transaction, under the row lock the upsert
+  took, reads the row and ``holder = :nonce``: that decides whether this
+  attempt won, and otherwise explains the refusal. Not the affected-row count
+  (ambiguous: SQLAlchemy sets the FOUND_ROWS client flag), not
+  ``LAST_INSERT_ID()`` (it keeps a stale value per connection), and not
+  ``RETURNING`` (MariaDB only). A winner marks earlier-fence ``running`` runs
+  ``abandoned`` and records its run before it commits.
 
 Every write transaction here runs at READ COMMITTED, whatever the session's
-level (a user engine may be REPEATABLE READ): the lease and run statements
-would otherwise take gap locks on the runs index, and concurrent winners of
-neighbouring task names could deadlock on them. All transactions that touch
-both tables lock the lease row first. If InnoDB still picks an acquisition as
-a deadlock victim, the whole transaction was rolled back, and it is retried
-once: the slot gate makes a second attempt safe.
+level (a user's engine may be REPEATABLE READ): there, marking a task's old
+runs abandoned gap-locks the runs index up to the next task's runs, and
+winners of neighbouring task names deadlock (tests/test_mysql.py). Every
+transaction that touches both tables locks the lease row first. If InnoDB
+still picks an acquisition as a deadlock victim, it has rolled the whole
+transaction back, and the acquisition is retried once: the slot gate makes
+a second attempt safe.
 
-The clock is the UTC timestamp counted from the epoch as plain datetime
-arithmetic, so the session ``time_zone`` (which ``UNIX_TIMESTAMP(NOW(6))``
-depends on, wrongly in a DST fold) cannot move lease times.
+The clock is the UTC time counted from the epoch by datetime arithmetic, so
+the session ``time_zone`` cannot move lease times (``UNIX_TIMESTAMP(NOW(6))``
+depends on it, and is an hour off in a daylight-saving fold).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    Boolean,
     Double,
     String,
     and_,
@@ -67,7 +69,7 @@ from cronlease.dialects.base import (
     slot_param,
     ttl_param,
 )
-from cronlease.model import AcquireRequest
+from cronlease.model import AcquireRequest, LeaseState
 from cronlease.schema import leases, runs
 
 __all__ = ["NOW", "STATEMENTS", "MySQLStatements"]
@@ -158,8 +160,8 @@ def build_set_paused() -> Any:
 
 
 def is_deadlock(exc: OperationalError) -> bool:
-    args = getattr(exc.orig, "args", ())
-    return bool(args) and args[0] == ER_LOCK_DEADLOCK
+    args: tuple[object, ...] = getattr(exc.orig, "args", ())
+    return len(args) > 0 and args[0] == ER_LOCK_DEADLOCK
 
 
 class MySQLStatements(Statements):
@@ -170,9 +172,18 @@ class MySQLStatements(Statements):
         self._acquire = build_acquire(manual=False)
         self._acquire_manual = build_acquire(manual=True)
         self._set_paused = build_set_paused()
-        self._won = select(leases.c.fence, leases.c.acquired_at).where(
-            leases.c.name == name_param, leases.c.holder == holder_param
-        )
+        # Read back in the acquiring transaction, under the row lock the upsert
+        # took: the row as this attempt left it, and whether it carries the nonce
+        # (compared by the database, with the same collation as the upsert).
+        self._outcome = select(
+            (leases.c.holder == holder_param).label("won"),
+            leases.c.fence,
+            leases.c.acquired_at,
+            leases.c.slot,
+            leases.c.expires_at,
+            leases.c.paused,
+            NOW.label("db_now"),
+        ).where(leases.c.name == name_param)
         self._record_run = runs.insert().values(
             name=name_param,
             slot=run_slot_param,
@@ -185,6 +196,12 @@ class MySQLStatements(Statements):
         )
 
     def acquire(self, conn: Connection, request: AcquireRequest, nonce_holder: str) -> int | None:
+        result = self.acquire_detailed(conn, request, nonce_holder)
+        return result if isinstance(result, int) else None
+
+    def acquire_detailed(
+        self, conn: Connection, request: AcquireRequest, nonce_holder: str
+    ) -> int | LeaseState | None:
         params = acquire_params(request, nonce_holder)
         try:
             return self._acquire_once(conn, request, params)
@@ -197,14 +214,21 @@ class MySQLStatements(Statements):
 
     def _acquire_once(
         self, conn: Connection, request: AcquireRequest, params: dict[str, Any]
-    ) -> int | None:
+    ) -> int | LeaseState | None:
         statement = self._acquire_manual if request.manual else self._acquire
         with conn.begin():
             conn.exec_driver_sql(READ_COMMITTED)
             conn.execute(statement, params)
-            row = conn.execute(self._won, params).first()
-            if row is None:
+            row = conn.execute(self._outcome, params).first()
+            if row is None:  # a task that never ran, and a slot from the future
                 return None
+            if not row.won:
+                return LeaseState(
+                    slot=int(row.slot),
+                    expires_at=float(row.expires_at),
+                    paused=bool(row.paused),
+                    db_now=float(row.db_now),
+                )
             fence = int(row.fence)
             conn.execute(self._abandon, {"b_name": request.name, "b_fence": fence})
             conn.execute(
@@ -248,12 +272,15 @@ class MySQLStatements(Statements):
             conn.exec_driver_sql(READ_COMMITTED)
             conn.execute(self._set_paused, {"b_name": name})
 
-    def prune(self, conn: Connection, max_age: float) -> int:
-        # A scan of the whole runs table: at REPEATABLE READ it would gap-lock
-        # every run and stall winners recording theirs until it commits.
+    def prune(self, conn: Connection, names: Sequence[str], max_age: float) -> int:
+        # A range scan of the runs table: at REPEATABLE READ it would gap-lock
+        # runs and stall winners recording theirs until it commits.
+        if not names:
+            return 0
         with conn.begin():
             conn.exec_driver_sql(READ_COMMITTED)
-            return int(conn.execute(self._prune, {"b_max_age": max_age}).rowcount)
+            result = conn.execute(self._prune, {"b_names": list(names), "b_max_age": max_age})
+            return int(result.rowcount)
 
 
 STATEMENTS = MySQLStatements()

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Double,
     String,
     bindparam,
+    func,
     literal,
     literal_column,
     select,
@@ -42,8 +43,19 @@ class PostgreSQLStatements(Statements):
         self._acquire = self._acquire_and_record(manual=False)
         self._acquire_manual = self._acquire_and_record(manual=True)
         self._set_paused = build_set_paused(insert)
-        finished = self._finish_run.returning(runs.c.outcome).cte("finished")
-        released = self._release.returning(leases.c.fence).cte("released")
+        # Lock the lease row before the run row, as acquisition does (its sweep of
+        # abandoned runs comes after the upsert): a late finish racing a takeover
+        # would otherwise deadlock with it. The scalar subquery makes PostgreSQL
+        # evaluate the locking CTE before it touches the run row.
+        locked = (
+            select(leases.c.fence)
+            .where(leases.c.name == bindparam("b_name", type_=String))
+            .with_for_update()
+            .cte("locked")
+        )
+        lease_locked = select(func.count()).select_from(locked).scalar_subquery() >= 0
+        finished = self._finish_run.where(lease_locked).returning(runs.c.outcome).cte("finished")
+        released = self._release.where(lease_locked).returning(leases.c.fence).cte("released")
         self._finish_and_release = select(finished.c.outcome).add_cte(released)
 
     def _acquire_and_record(self, *, manual: bool) -> Any:
