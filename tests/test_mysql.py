@@ -32,13 +32,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import url_for
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection, Engine
 
 from cronlease.database import create_store_engine, normalize_url
 from cronlease.model import AcquireRequest, Lease
 from cronlease.store import LeaseStore
+from tests.conftest import url_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PROCESSES = 8
