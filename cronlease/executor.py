@@ -1,47 +1,73 @@
-"""The APScheduler glue: an executor that turns each fire into a leased tick.
+"""The APScheduler glue: fired ticks become leased runs, acquired in batches.
 
 APScheduler 3 does not pass a job its scheduled run time; an executor's
 ``_do_submit_job(job, run_times)`` receives it, so the slot is the fire time
 APScheduler computed, never the clock at execution. Backlogs are coalesced
 by APScheduler (``coalesce=True``) into the latest fire time.
+
+APScheduler calls ``submit_job`` once per due job within one pass of
+``_process_jobs``. :class:`BatchingScheduler` tells the executor when a pass
+ends; the executor then hands every tick of that pass, as one batch, to its
+acquirer thread, which checks each tick's grace, acquires all their leases
+with one statement (:meth:`TickRunner.acquire_ticks`) and gives only the
+winners to the worker pool. A thousand ticks due together therefore cost one
+round trip, and losers never queue behind winners for a worker thread. The
+acquirer thread also retries late pickups when the held lease expires,
+together with whatever else is due then.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from apscheduler.executors.base import BaseExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
 
-from cronlease.runner import TickRunner
+from cronlease.runner import Tick, TickRunner
 from cronlease.task import Task
 
-__all__ = ["LeaseExecutor", "WorkerPool"]
+__all__ = ["BatchingScheduler", "LeaseExecutor", "WorkerPool"]
 
 logger = logging.getLogger("cronlease")
+# how long shutdown waits for an acquisition in flight before giving up on it
+ACQUIRER_JOIN_SECONDS = 5.0
 
 
 class WorkerPool:
     """Daemon worker threads, started on demand up to ``max_workers``.
 
     Daemon threads, unlike ``concurrent.futures``' workers, never keep a
-    process alive after shutdown gave up waiting for a task that hangs.
+    process alive after shutdown gave up waiting for a task that hangs. Work
+    submitted after :meth:`shutdown` still runs, on a thread of its own: a run
+    whose lease was won must run (or its lease would block the next tick).
     """
 
     def __init__(self, max_workers: int) -> None:
         self._max_workers = max_workers
-        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._idle = 0
+        self._closed = False
 
-    def submit(self, work: Callable[[], None]) -> None:
+    def submit(self, work: Callable[[], object]) -> None:
         with self._lock:
-            if self._idle == 0 and len(self._threads) < self._max_workers:
+            if self._closed:
+                threading.Thread(
+                    target=self._run_one, args=(work,), name="cronlease-worker-late", daemon=True
+                ).start()
+                return
+            if self._idle > 0:
+                self._idle -= 1
+            elif len(self._threads) < self._max_workers:
                 thread = threading.Thread(
                     target=self._work,
                     name=f"cronlease-worker-{len(self._threads) + 1}",
@@ -49,50 +75,149 @@ class WorkerPool:
                 )
                 self._threads.append(thread)
                 thread.start()
-            else:
-                self._idle -= 1 if self._idle else 0
         self._queue.put(work)
+
+    @staticmethod
+    def _run_one(work: Callable[[], object]) -> None:
+        try:
+            work()
+        except BaseException:  # a worker must survive anything a tick throws
+            logger.exception("unexpected error in a cronlease worker")
 
     def _work(self) -> None:
         while True:
             work = self._queue.get()
             if work is None:
                 return
-            try:
-                work()
-            except BaseException:  # a worker must survive anything a tick throws
-                logger.exception("unexpected error in a cronlease worker")
+            self._run_one(work)
             with self._lock:
                 self._idle += 1
 
     def shutdown(self) -> None:
         with self._lock:
+            self._closed = True
             threads = list(self._threads)
         for _ in threads:
             self._queue.put(None)
 
 
 class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
-    """Runs each fired tick through :class:`TickRunner` on a worker thread."""
+    """Acquires fired ticks in batches on one thread; runs the winners on worker threads."""
 
     def __init__(self, runner: TickRunner, tasks: Mapping[str, Task], max_workers: int) -> None:
         super().__init__()
         self._runner = runner
         self._tasks = tasks
         self._pool = WorkerPool(max_workers)
+        # (job id, tick) of the current _process_jobs pass, until flush() (scheduler thread)
+        self._pending: list[tuple[str, Tick]] = []
+        self._pending_lock = threading.Lock()
+        self._inbox: queue.SimpleQueue[list[tuple[str, Tick]] | None] = queue.SimpleQueue()
+        self._acquirer: threading.Thread | None = None
+        #: set when the scheduler calls flush() after each pass (BatchingScheduler)
+        self.flush_after_pass = False
+
+    def start(self, scheduler: Any, alias: str) -> None:
+        super().start(scheduler, alias)
+        self.flush_after_pass = isinstance(scheduler, BatchingScheduler)
+        self._acquirer = threading.Thread(
+            target=self._acquire_loop, name="cronlease-acquirer", daemon=True
+        )
+        self._acquirer.start()
 
     def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
         task = self._tasks.get(job.id)
-        fire_time = run_times[-1]
+        if task is None:
+            return
+        with self._pending_lock:
+            self._pending.append((job.id, Tick(task, run_times[-1])))
+        if not self.flush_after_pass:
+            self.flush()
 
-        def tick() -> None:
+    def flush(self) -> None:
+        """Send the ticks submitted since the last flush to the acquirer, as one batch."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        if pending:
+            self._inbox.put(pending)
+
+    def _acquire_loop(self) -> None:
+        retries: list[tuple[float, int, Tick]] = []
+        order = itertools.count()
+        while True:
+            timeout = None if not retries else max(0.0, retries[0][0] - time.monotonic())
             try:
-                if task is not None:
-                    self._runner.run_tick(task, fire_time)
-            finally:
-                self._run_job_success(job.id, [])
-
-        self._pool.submit(tick)
+                first = self._inbox.get(timeout=timeout)
+            except queue.Empty:
+                first = []
+            if first is None:
+                return
+            fired = list(first)
+            stop = False
+            while True:  # everything else already waiting goes in the same batch
+                try:
+                    more = self._inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                fired.extend(more)
+            # Overlap and lateness are the runner's: APScheduler's instance count is
+            # released as soon as the tick is decided, not when its run ends.
+            for job_id, _ in fired:
+                self._run_job_success(job_id, [])
+            ticks = [tick for _, tick in fired]
+            now = time.monotonic()
+            while retries and retries[0][0] <= now:
+                ticks.append(heapq.heappop(retries)[2])
+            for batch in _distinct_tasks(ticks):
+                try:
+                    decided = self._runner.acquire_ticks(batch)
+                except Exception:  # the acquirer must survive anything
+                    logger.exception("unexpected error acquiring a batch of ticks")
+                    continue
+                for run in decided.runs:
+                    self._pool.submit(run)
+                for due, retry in decided.retries:
+                    heapq.heappush(retries, (due, next(order), retry))
+            if stop:
+                return
 
     def shutdown(self, wait: bool = True) -> None:
+        self._inbox.put(None)
+        acquirer = self._acquirer
+        if acquirer is not None and acquirer is not threading.current_thread():
+            # Stop accepting was set before: queued ticks are skipped quickly.
+            acquirer.join(ACQUIRER_JOIN_SECONDS)
         self._pool.shutdown()
+
+
+def _distinct_tasks(ticks: list[Tick]) -> list[list[Tick]]:
+    """Split ``ticks`` into batches that name each task at most once, oldest first."""
+    batches: list[list[Tick]] = []
+    seen: list[set[str]] = []
+    for tick in ticks:
+        name = tick.task.full_name
+        for names, batch in zip(seen, batches, strict=True):
+            if name not in names:
+                names.add(name)
+                batch.append(tick)
+                break
+        else:
+            seen.append({name})
+            batches.append([tick])
+    return batches
+
+
+class BatchingScheduler(BackgroundScheduler):  # type: ignore[misc]
+    """A BackgroundScheduler that tells its executors when a pass over due jobs has ended."""
+
+    def _process_jobs(self) -> float | None:
+        try:
+            wait_seconds: float | None = super()._process_jobs()
+        finally:
+            for executor in list(self._executors.values()):
+                if isinstance(executor, LeaseExecutor):
+                    executor.flush()
+        return wait_seconds

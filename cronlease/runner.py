@@ -1,20 +1,31 @@
 """One tick, start to end: grace check, lease, run, record, release.
 
-This is everything that happens in a worker thread when APScheduler fires a
-task; it knows nothing of APScheduler, so tests and tools can drive a tick
-directly. Order matters: the grace check comes before the acquisition, so a
-tick that waited in a queue never takes a lease it is too late to use.
+This is everything that happens when APScheduler fires a task; it knows
+nothing of APScheduler, so tests and tools can drive a tick directly. Order
+matters: the grace check comes before the acquisition, so a tick that waited
+in a queue never takes a lease it is too late to use.
+
+Two ways in, with the same per-tick rules:
+
+- :meth:`TickRunner.run_tick` runs one tick in the calling thread (catch-up,
+  tools, tests).
+- :meth:`TickRunner.acquire_ticks` takes every tick that fell due together,
+  checks each one's grace, overlap and shutdown, acquires all the survivors'
+  leases in one batch, and hands back the winners' runs to dispatch, so
+  only winners ever occupy a worker thread. Their outcomes are recorded by
+  :class:`GroupFinish`: runs that end together share one statement.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -36,7 +47,7 @@ from cronlease.stats import Stats
 from cronlease.store import LeaseStore
 from cronlease.task import Liveness, RunContext, Task
 
-__all__ = ["TickRunner"]
+__all__ = ["Batch", "GroupFinish", "Tick", "TickRunner"]
 
 logger = logging.getLogger("cronlease")
 
@@ -48,6 +59,83 @@ class _ActiveRun:
     liveness: Liveness
     started: float
     interrupted: bool = False
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One fired tick of a task, as APScheduler computed its fire time.
+
+    ``retry_until`` marks a late-pickup retry (epoch seconds): it is not
+    grace-checked again and is not retried a second time.
+    """
+
+    task: Task
+    fire_time: datetime
+    retry_until: float | None = None
+
+
+@dataclass
+class Batch:
+    """What :meth:`TickRunner.acquire_ticks` decided for ticks that fell due together."""
+
+    #: the winners' runs, to call on worker threads (each returns the outcome)
+    runs: list[Callable[[], str]] = field(default_factory=list)
+    #: late pickups: (monotonic time to retry at, the retry tick)
+    retries: list[tuple[float, Tick]] = field(default_factory=list)
+
+
+FinishItem = tuple[Lease, str, str | None]
+
+
+@dataclass(eq=False)
+class _Pending:
+    item: FinishItem
+    done: bool = False
+    error: StoreError | None = None
+
+
+class GroupFinish:
+    """Record run outcomes and release leases, many per statement when runs end together.
+
+    Group commit without a thread or a timer: the first caller to arrive while
+    no flush is in flight sends everything queued so far (itself included)
+    and the others wait for it; callers that arrive meanwhile go together in
+    the next flush. A lone run is never delayed; a thousand that end at once
+    cost a handful of statements.
+    """
+
+    def __init__(self, flush: Callable[[list[FinishItem]], None]) -> None:
+        self._flush = flush
+        self._changed = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._busy = False
+
+    def finish(self, item: FinishItem) -> None:
+        """Record ``item``; raises the StoreError of the flush that carried it."""
+        pending = _Pending(item)
+        with self._changed:
+            self._queue.append(pending)
+            while self._busy and not pending.done:
+                self._changed.wait()
+            if pending.done:
+                if pending.error is not None:
+                    raise pending.error
+                return
+            self._busy = True
+            batch, self._queue = self._queue, []
+        error: StoreError | None = None
+        try:
+            self._flush([entry.item for entry in batch])
+        except StoreError as exc:
+            error = exc
+        finally:
+            with self._changed:
+                for entry in batch:
+                    entry.done, entry.error = True, error
+                self._busy = False
+                self._changed.notify_all()
+        if error is not None:
+            raise error
 
 
 class DatabaseHealth:
@@ -117,8 +205,13 @@ class TickRunner:
         self._schema_lock = threading.Lock()
         self._on_schema_ready = on_schema_ready
         self._stopped = threading.Event()
+        self._finisher = GroupFinish(self.store.finish_many)
 
     # --- schema -----------------------------------------------------------
+
+    @property
+    def schema_ready(self) -> bool:
+        return self._schema_ready
 
     def ensure_schema(self) -> None:
         """Create the tables once per process, then run the ready hook; raises StoreError."""
@@ -178,6 +271,109 @@ class TickRunner:
         pickup_until = None if catch_up else fire_time.timestamp() + grace
         return self._acquire_and_run(task, request, fire_time, pickup_until)
 
+    def acquire_ticks(self, ticks: Sequence[Tick]) -> Batch:
+        """Decide ticks that fell due together: the survivors' leases in one batch.
+
+        Per tick, exactly as :meth:`run_tick`: shutdown, then grace, then local
+        overlap; then one acquisition for all survivors (each task at most once
+        in ``ticks``); refusals emit TickSkipped with their reason, and a tick
+        refused because an older slot's lease is still held comes back in
+        :attr:`Batch.retries` if that lease expires within the tick's grace.
+        Winners are registered as running before this returns (their
+        heartbeats start now); call each of :attr:`Batch.runs` once, on a
+        worker thread, to run the task and record its outcome. Never raises
+        for a database error.
+        """
+        batch = Batch()
+        candidates: list[tuple[Tick, AcquireRequest]] = []
+        now = datetime.now(timezone.utc)
+        for tick in ticks:
+            task, fire_time = tick.task, tick.fire_time
+            slot = slot_of(fire_time)
+            if self._stopped.is_set():
+                self._skipped(task, slot, "shutdown")
+                continue
+            grace = task.grace_for(fire_time)
+            lateness = (now - fire_time).total_seconds()
+            if tick.retry_until is None and lateness > grace:
+                self.stats.add("ticks_missed")
+                self._skipped(task, slot, "misfire")
+                logger.warning(
+                    "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
+                    task.full_name,
+                    fire_time.isoformat(),
+                    lateness,
+                    grace,
+                )
+                continue
+            with self._active_changed:
+                if task.full_name in self._active:
+                    self._skipped(task, slot, "overlap")
+                    logger.debug(
+                        "%s: tick %s skipped: the previous run is still going", task.full_name, slot
+                    )
+                    continue
+            request = AcquireRequest(
+                name=task.full_name,
+                slot=slot,
+                ttl=task.ttl(fire_time),
+                holder=self.holder,
+                tolerance=task.schedule.tolerance(fire_time),
+                fingerprint=task.schedule.fingerprint,
+            )
+            candidates.append((tick, request))
+        if not candidates:
+            return batch
+        try:
+            self.ensure_schema()
+            results = self.store.try_acquire_many([request for _, request in candidates])
+        except StoreError as exc:
+            for tick, request in candidates:
+                self._skipped(tick.task, request.slot, "error")
+                self.health.failed(
+                    f"{tick.task.full_name}: tick {tick.fire_time.isoformat()}", exc
+                )
+            return batch
+        self.health.succeeded()
+        for (tick, request), result in zip(candidates, results, strict=True):
+            task = tick.task
+            if isinstance(result, Lease):
+                active = self._begin(task, result)
+                batch.runs.append(functools.partial(self._execute, active, grouped=True))
+                continue
+            what = f"{task.full_name}: tick {tick.fire_time.isoformat()}"
+            wait = None if result.expires_in is None else result.expires_in + 0.002
+            pickup_until = tick.fire_time.timestamp() + task.grace_for(tick.fire_time)
+            if (
+                tick.retry_until is None
+                and result.reason == "held"
+                and wait is not None
+                and time.time() + wait <= pickup_until
+            ):
+                logger.info(
+                    "%s: an earlier run's lease is still held; trying again when it expires "
+                    "in %.3f s",
+                    what,
+                    wait,
+                )
+                self.stats.add("late_pickups")
+                retry = Tick(task, tick.fire_time, retry_until=pickup_until)
+                batch.retries.append((time.monotonic() + wait, retry))
+                continue
+            self._refused(task, request.slot, result.reason, what)
+        return batch
+
+    def _refused(self, task: Task, slot: int, reason: SkipReason, what: str) -> None:
+        self.stats.add("ticks_not_acquired")
+        self._skipped(task, slot, reason)
+        if reason == "future":
+            logger.warning(
+                "%s refused: the slot is ahead of the database clock; is this host's clock fast?",
+                what,
+            )
+        else:
+            logger.debug("%s: not acquired (%s)", what, reason)
+
     def run_now(self, task: Task) -> str | None:
         """A manual run: through the lease (never beside a scheduled run), slot cursor untouched."""
         now = datetime.now(timezone.utc)
@@ -220,6 +416,8 @@ class TickRunner:
                 return None
             self.health.succeeded()
             if isinstance(result, Lease):
+                if attempt == 2:
+                    logger.info("%s: taken over once the previous holder's lease expired", what)
                 return self._run(task, result)
             wait = None if result.expires_in is None else result.expires_in + 0.002
             if (
@@ -229,7 +427,7 @@ class TickRunner:
                 and pickup_until is not None
                 and time.time() + wait <= pickup_until
             ):
-                logger.info(
+                logger.debug(
                     "%s: an earlier run's lease is still held; trying again when it expires "
                     "in %.3f s",
                     what,
@@ -240,20 +438,16 @@ class TickRunner:
                     self._skipped(task, request.slot, "shutdown")
                     return None
                 continue
-            self.stats.add("ticks_not_acquired")
-            self._skipped(task, request.slot, result.reason)
-            if result.reason == "future":
-                logger.warning(
-                    "%s refused: the slot is ahead of the database clock; "
-                    "is this host's clock fast?",
-                    what,
-                )
-            else:
-                logger.debug("%s: not acquired (%s)", what, result.reason)
+            self._refused(task, request.slot, result.reason, what)
             return None
         return None
 
     def _run(self, task: Task, lease: Lease) -> str:
+        return self._execute(self._begin(task, lease), grouped=False)
+
+    def _begin(self, task: Task, lease: Lease) -> _ActiveRun:
+        """Start renewing a won lease and count the run as in progress (overlap gate)."""
+
         def on_lost() -> None:
             self.stats.add("leases_lost")
             self.events.emit(LeaseLost(task=task.full_name, slot=lease.slot, fence=lease.fence))
@@ -262,6 +456,12 @@ class TickRunner:
         active = _ActiveRun(task, lease, liveness, started=time.monotonic())
         with self._active_changed:
             self._active[task.full_name] = active
+        return active
+
+    def _execute(self, active: _ActiveRun, *, grouped: bool) -> str:
+        """Run the task of a won lease, then record the outcome and release the lease."""
+        task, lease, liveness = active.task, active.lease, active.liveness
+        active.started = time.monotonic()
         context = RunContext(
             name=task.name,
             slot=lease.slot,
@@ -293,7 +493,7 @@ class TickRunner:
                 summary = f"the task {outcome}" + (f": {error}" if error else "")
                 outcome, error = "lost", f"lease lost during the run; {summary}"
             duration = time.monotonic() - active.started
-            self._record(active, outcome, error)
+            self._record(active, outcome, error, grouped=grouped)
             logger.info(
                 "%s slot=%s fence=%s outcome=%s duration=%.3fs",
                 task.full_name,
@@ -315,12 +515,17 @@ class TickRunner:
             )
         return outcome
 
-    def _record(self, active: _ActiveRun, outcome: str, error: str | None) -> None:
+    def _record(
+        self, active: _ActiveRun, outcome: str, error: str | None, *, grouped: bool = False
+    ) -> None:
         self.stats.add(f"runs_{outcome}")
         try:
             if not active.interrupted:
                 # Release only here, when the task has really returned.
-                self.store.finish(active.lease, outcome, error, release=True)
+                if grouped:
+                    self._finisher.finish((active.lease, outcome, error))
+                else:
+                    self.store.finish(active.lease, outcome, error, release=True)
             else:
                 # Shutdown already recorded it as interrupted; free the lease now it ended.
                 self.store.release(active.lease)

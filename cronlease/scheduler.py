@@ -25,7 +25,7 @@ from cronlease.clock import ClockCheck, SkewDetector
 from cronlease.database import create_store_engine
 from cronlease.errors import ConfigError, SchedulerError, StoreError, UnknownTaskError
 from cronlease.events import ClockChecked, Event, EventBus
-from cronlease.executor import LeaseExecutor
+from cronlease.executor import BatchingScheduler, LeaseExecutor
 from cronlease.health import Health, overdue_tasks
 from cronlease.model import check_task_name
 from cronlease.runner import TickRunner
@@ -94,6 +94,7 @@ class Scheduler:
         self._apscheduler: BackgroundScheduler | None = None
         self._skew: SkewDetector | None = None
         self._started_at: datetime | None = None
+        self._caught_up = False
         self._stop_requested = threading.Event()
         self._lock = threading.RLock()
         if history_retention is not None:
@@ -244,11 +245,13 @@ class Scheduler:
             self._stop_requested.clear()
             self.runner.start_accepting()
             self._started_at = datetime.now(timezone.utc)
+            self._caught_up = False
             try:
                 self.runner.ensure_schema()
             except StoreError as exc:
                 self.runner.health.failed("startup", exc)
-            apscheduler = BackgroundScheduler(
+            # BatchingScheduler: the executor acquires a pass's due ticks in one batch.
+            apscheduler = BatchingScheduler(
                 timezone=timezone.utc,
                 executors={
                     "default": LeaseExecutor(self.runner, self._tasks, self._max_workers),
@@ -275,6 +278,8 @@ class Scheduler:
                 misfire_grace_time=None,
             )
             apscheduler.start()
+            if self.runner.schema_ready:
+                self._start_catch_up()
             logger.info(
                 "cronlease replica %s started with %d task(s) on %s",
                 self.holder,
@@ -311,14 +316,11 @@ class Scheduler:
         self.events.emit(ClockChecked(skew=check.skew, round_trip=check.round_trip))
 
     def _on_database_ready(self) -> None:
-        """First contact with the database: compare schedules, catch up missed ticks."""
+        """First contact with the database: check the clock, compare schedules, catch up."""
         self._check_clock()
-        now = datetime.now(timezone.utc)
         for row in self.store.leases(sorted(self._tasks)):
             task = self._tasks.get(row.name)
-            if task is None:
-                continue
-            if row.fingerprint and row.fingerprint != task.schedule.fingerprint:
+            if task and row.fingerprint and row.fingerprint != task.schedule.fingerprint:
                 self.stats.add("schedule_conflicts")
                 logger.error(
                     "task %s is declared here as %r but was last run as %r: replicas disagree "
@@ -327,8 +329,25 @@ class Scheduler:
                     task.schedule.fingerprint,
                     row.fingerprint,
                 )
-            missed = task.missed_ticks(row.slot, now)
-            if missed:
+        if self._apscheduler is not None:  # first contact came from a running replica's tick
+            self._start_catch_up()
+
+    def _start_catch_up(self) -> None:
+        """Once per start: run the ticks missed while every replica was down, per policy."""
+        with self._lock:
+            if self._caught_up:
+                return
+            self._caught_up = True
+        now = datetime.now(timezone.utc)
+        try:
+            rows = self.store.leases(sorted(self._tasks))
+        except StoreError as exc:
+            logger.warning("catch-up skipped: %s", exc)
+            return
+        for row in rows:
+            task = self._tasks.get(row.name)
+            missed = task.missed_ticks(row.slot, now) if task else []
+            if task and missed:
                 threading.Thread(
                     target=self._catch_up,
                     args=(task, missed),

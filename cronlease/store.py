@@ -28,11 +28,13 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from cronlease.database import create_store_engine, redact
 from cronlease.dialects import Statements, statements_for
+from cronlease.dialects.base import Finish
 from cronlease.errors import StoreError
 from cronlease.model import (
     AcquireRequest,
     Lease,
     LeaseInfo,
+    LeaseState,
     Refusal,
     RunRecord,
     check_task_name,
@@ -163,6 +165,94 @@ class LeaseStore:
             ttl=request.ttl,
             manual=request.manual,
             sent_at=sent_at,
+        )
+
+    def try_acquire_many(self, requests: Sequence[AcquireRequest]) -> list[Lease | Refusal]:
+        """:meth:`try_acquire` for scheduled ticks of distinct tasks, in one round trip.
+
+        One statement (PostgreSQL) or one transaction (SQLite, MySQL) for the
+        whole batch, whatever its size; lease rows are locked in name order so
+        concurrent batches cannot deadlock. Results are aligned with
+        ``requests``. Raises StoreError for the whole batch when the database
+        fails; a connection that broke after the batch was sent is checked by
+        the nonces first, as for one task.
+        """
+        if not requests:
+            return []
+        names = [request.name for request in requests]
+        if len(set(names)) != len(names):
+            raise ValueError("a batch acquires each task at most once")
+        if any(request.manual for request in requests):
+            raise ValueError("manual runs are acquired one at a time")
+        nonces = [f"{request.holder}#{secrets.token_hex(NONCE_BYTES)}" for request in requests]
+        sent_at = time.monotonic()
+        what = f"acquiring the leases of {len(requests)} task(s)"
+        try:
+            results = self._once(
+                lambda conn: self.statements.acquire_many(conn, requests, nonces)
+            )
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+            logger.debug("%s: outcome unknown (%s); checking", what, describe_error(exc))
+            results = self._call(
+                what, lambda conn: self._recover_many(conn, requests, nonces), retry=False
+            )
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+        return [
+            Lease(
+                name=request.name,
+                slot=request.slot,
+                fence=result,
+                holder=nonce,
+                ttl=request.ttl,
+                sent_at=sent_at,
+            )
+            if isinstance(result, int)
+            else Refusal.explain(request, result)
+            for request, nonce, result in zip(requests, nonces, results, strict=True)
+        ]
+
+    def _recover_many(
+        self, conn: Connection, requests: Sequence[AcquireRequest], nonces: Sequence[str]
+    ) -> list[int | LeaseState | None]:
+        """After an unknown outcome: the rows that carry our nonces won; retry the others once."""
+        rows = {row.name: row for row in self.statements.leases(conn, [r.name for r in requests])}
+        results: list[int | LeaseState | None] = [None] * len(requests)
+        retry: list[int] = []
+        for index, (request, nonce) in enumerate(zip(requests, nonces, strict=True)):
+            row = rows.get(request.name)
+            if row is not None and row.holder == nonce and row.slot == request.slot:
+                results[index] = row.fence
+            else:
+                retry.append(index)
+        if retry:
+            again = self.statements.acquire_many(
+                conn, [requests[i] for i in retry], [nonces[i] for i in retry]
+            )
+            for index, result in zip(retry, again, strict=True):
+                results[index] = result
+        return results
+
+    def finish_many(self, items: Sequence[tuple[Lease, str, str | None]]) -> None:
+        """:meth:`finish` (with release) for runs of distinct tasks, in one round trip."""
+        if not items:
+            return
+        batch = [
+            Finish(
+                name=lease.name,
+                slot=lease.slot,
+                manual=lease.manual,
+                fence=lease.fence,
+                outcome=outcome,
+                error=truncate_error(error),
+            )
+            for lease, outcome, error in items
+        ]
+        self._call(
+            f"finishing {len(batch)} run(s)",
+            lambda conn: self.statements.finish_many(conn, batch),
         )
 
     def heartbeat(self, lease: Lease) -> bool:

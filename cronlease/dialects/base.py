@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -26,6 +27,7 @@ from sqlalchemy import (
     case,
     delete,
     literal,
+    or_,
     select,
     update,
 )
@@ -34,7 +36,10 @@ from sqlalchemy.engine import Connection
 from cronlease.model import AcquireRequest, LeaseInfo, LeaseState, RunRecord
 from cronlease.schema import leases, runs
 
-__all__ = ["Statements"]
+__all__ = ["Finish", "Statements"]
+
+#: what the run-history rows of an abandoned run say
+ABANDONED_ERROR = "its holder stopped renewing the lease"
 
 name_param = bindparam("b_name", type_=String)
 fence_param = bindparam("b_fence", type_=BigInteger)
@@ -58,6 +63,19 @@ def acquire_params(request: AcquireRequest, nonce_holder: str) -> dict[str, Any]
     }
 
 
+@dataclass(frozen=True)
+class Finish:
+    """One run's outcome to record (and, with ``release``, its lease to free) in a batch."""
+
+    name: str
+    slot: int
+    manual: bool
+    fence: int
+    outcome: str
+    error: str | None
+    release: bool = True
+
+
 class Statements(ABC):
     """The lease and history statements of one backend."""
 
@@ -78,7 +96,8 @@ class Statements(ABC):
                 runs.c.slot == run_slot_param,
                 runs.c.manual == manual_param,
                 runs.c.fence == fence_param,
-                runs.c.outcome.in_(["running", "abandoned"]),
+                # not IN (...): an expanding parameter cannot be used with executemany()
+                or_(runs.c.outcome == "running", runs.c.outcome == "abandoned"),
             )
             .values(
                 # A run marked abandoned while it was still going had lost its lease.
@@ -97,7 +116,7 @@ class Statements(ABC):
                 runs.c.outcome == "running",
                 runs.c.fence < fence_param,
             )
-            .values(outcome="abandoned", error="its holder stopped renewing the lease")
+            .values(outcome="abandoned", error=ABANDONED_ERROR)
         )
         self._resume = update(leases).where(leases.c.name == name_param).values(paused=False)
         self._owner = select(leases.c.fence).where(
@@ -181,6 +200,33 @@ class Statements(ABC):
         return LeaseState(
             slot=int(row[0]), expires_at=float(row[1]), paused=bool(row[2]), db_now=float(row[3])
         )
+
+    def acquire_many(
+        self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
+    ) -> list[int | LeaseState | None]:
+        """:meth:`acquire_detailed` for scheduled ticks of distinct tasks, aligned with the input.
+
+        Backends override this with one statement (or one transaction) for the
+        whole batch, locking lease rows in name order; the default asks per task.
+        """
+        return [
+            self.acquire_detailed(conn, request, nonce)
+            for request, nonce in zip(requests, nonce_holders, strict=True)
+        ]
+
+    def finish_many(self, conn: Connection, items: Sequence[Finish]) -> None:
+        """:meth:`finish` for runs of distinct tasks; backends override it with one transaction."""
+        for item in items:
+            self.finish(
+                conn,
+                name=item.name,
+                run_slot=item.slot,
+                manual=item.manual,
+                fence=item.fence,
+                outcome=item.outcome,
+                error=item.error,
+                release=item.release,
+            )
 
     @abstractmethod
     def set_paused(self, conn: Connection, name: str) -> None:

@@ -31,6 +31,13 @@ still picks an acquisition as a deadlock victim, it has rolled the whole
 transaction back, and the acquisition is retried once: the slot gate makes
 a second attempt safe.
 
+Batches pass one JSON array parameter read with ``JSON_TABLE`` (MariaDB >=
+10.6, MySQL >= 8.0): the same upsert over all the batch's rows, in name order
+(``utf8mb4_bin``, the key's own order), then one read-back of every row by
+its nonce, one sweep of abandoned runs and one insert of the winners' runs, in
+one transaction. ``VALUES(col)`` names each row's proposed values there (MySQL
+8.0.20+ warns it is deprecated but keeps it; MariaDB has no other form).
+
 The clock is the UTC time counted from the epoch by datetime arithmetic, so
 the session ``time_zone`` cannot move lease times (``UNIX_TIMESTAMP(NOW(6))``
 depends on it, and is an hour off in a daylight-saving fold).
@@ -38,9 +45,10 @@ depends on it, and is an hour off in a daylight-saving fold).
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     BigInteger,
@@ -54,6 +62,7 @@ from sqlalchemy import (
     literal_column,
     not_,
     select,
+    text,
     true,
 )
 from sqlalchemy.dialects.mysql import insert
@@ -61,6 +70,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
 from cronlease.dialects.base import (
+    ABANDONED_ERROR,
+    Finish,
     Statements,
     acquire_params,
     manual_param,
@@ -78,8 +89,100 @@ logger = logging.getLogger("cronlease")
 
 # Epoch seconds with microseconds. UTC_TIMESTAMP(6) ignores the session time
 # zone and, like NOW(), is fixed for the whole statement.
-NOW = literal_column(
-    "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1e6)", Double
+NOW_SQL = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1e6)"
+NOW = literal_column(NOW_SQL, Double)
+R = TypeVar("R")
+NAME_SQL = "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+
+
+def _json_table(parameter: str, columns: str) -> str:
+    return f"JSON_TABLE(:{parameter}, '$[*]' COLUMNS ({columns})) AS b"
+
+
+_ACQUIRE_ROWS = _json_table(
+    "b_batch",
+    f"name {NAME_SQL} PATH '$.name', holder VARCHAR(255) PATH '$.holder', "
+    "slot BIGINT PATH '$.slot', ttl DOUBLE PATH '$.ttl', tolerance DOUBLE PATH '$.tolerance', "
+    "fingerprint VARCHAR(200) PATH '$.fingerprint'",
+)
+# The single-task upsert over JSON_TABLE: the first assignment decides (lease
+# free and slot newer), every later one tests whether the row now carries the nonce.
+_L = leases.name
+_OURS = f"{_L}.holder = VALUES(holder)"
+
+
+def _if_ours(column: str) -> str:
+    return f"{column} = CASE WHEN {_OURS} THEN VALUES({column}) ELSE {_L}.{column} END"
+
+
+ACQUIRE_MANY = text(
+    f"""
+INSERT INTO {_L} (name, holder, fence, slot, acquired_at, expires_at, paused, fingerprint)
+SELECT b.name, b.holder, 1, b.slot, {NOW_SQL}, {NOW_SQL} + b.ttl, false, b.fingerprint
+  FROM {_ACQUIRE_ROWS}
+ WHERE b.slot / 1000.0 <= {NOW_SQL} + b.tolerance
+ ORDER BY b.name
+ON DUPLICATE KEY UPDATE
+    holder = CASE WHEN {_L}.expires_at < {NOW_SQL} AND NOT {_L}.paused
+                       AND {_L}.slot < VALUES(slot)
+                  THEN VALUES(holder) ELSE {_L}.holder END,
+    fence = CASE WHEN {_OURS} THEN {_L}.fence + 1 ELSE {_L}.fence END,
+    {_if_ours("slot")},
+    {_if_ours("acquired_at")},
+    {_if_ours("expires_at")},
+    {_if_ours("fingerprint")}
+"""
+)
+# Read back under the row locks the upsert took; the caller compares holders with nonces.
+OUTCOMES_MANY = text(
+    f"""
+SELECT l.name, l.holder, l.fence, l.acquired_at, l.slot, l.expires_at, l.paused,
+       {NOW_SQL} AS db_now
+  FROM {_json_table("b_names", f"name {NAME_SQL} PATH '$'")}
+  STRAIGHT_JOIN {leases.name} l ON l.name = b.name
+"""
+)
+_WINNER_ROWS = _json_table(
+    "b_won",
+    f"name {NAME_SQL} PATH '$.name', fence BIGINT PATH '$.fence', "
+    "slot BIGINT PATH '$.slot', holder VARCHAR(255) PATH '$.holder', "
+    "scheduled_for DOUBLE PATH '$.scheduled_for', started_at DOUBLE PATH '$.started_at'",
+)
+ABANDON_MANY = text(
+    f"""
+UPDATE {_WINNER_ROWS} STRAIGHT_JOIN {runs.name} r ON r.name = b.name
+   SET r.outcome = 'abandoned', r.error = :b_abandoned
+ WHERE r.outcome = 'running' AND r.fence < b.fence
+"""
+)
+RECORD_MANY = text(
+    f"""
+INSERT INTO {runs.name} (name, slot, manual, fence, holder, scheduled_for, started_at, outcome)
+SELECT b.name, b.slot, false, b.fence, b.holder, b.scheduled_for, b.started_at, 'running'
+  FROM {_WINNER_ROWS}
+"""
+)
+_FINISH_ROWS = _json_table(
+    "b_batch",
+    f"name {NAME_SQL} PATH '$.name', slot BIGINT PATH '$.slot', manual INT PATH '$.manual', "
+    "fence BIGINT PATH '$.fence', outcome VARCHAR(16) PATH '$.outcome', "
+    "error VARCHAR(2000) PATH '$.error', rel INT PATH '$.release'",
+)
+RELEASE_MANY = text(
+    f"""
+UPDATE {_FINISH_ROWS} STRAIGHT_JOIN {leases.name} l ON l.name = b.name
+   SET l.expires_at = {NOW_SQL} - 0.001
+ WHERE b.rel = 1 AND l.fence = b.fence
+"""
+)
+FINISH_RUNS_MANY = text(
+    f"""
+UPDATE {_FINISH_ROWS} STRAIGHT_JOIN {runs.name} r
+    ON r.name = b.name AND r.slot = b.slot AND r.manual = (b.manual = 1)
+   SET r.outcome = CASE WHEN r.outcome = 'abandoned' THEN 'lost' ELSE b.outcome END,
+       r.finished_at = {NOW_SQL}, r.error = b.error
+ WHERE r.fence = b.fence AND r.outcome IN ('running', 'abandoned')
+"""
 )
 
 # Applies to the next transaction of the session only; sent before each write transaction.
@@ -162,6 +265,17 @@ def build_set_paused() -> Any:
 def is_deadlock(exc: OperationalError) -> bool:
     args: tuple[object, ...] = getattr(exc.orig, "args", ())
     return len(args) > 0 and args[0] == ER_LOCK_DEADLOCK
+
+
+def _retry_deadlock(what: str, transaction: Callable[[], R]) -> R:
+    """Run ``transaction``; once more if InnoDB rolled it back as a deadlock victim."""
+    try:
+        return transaction()
+    except OperationalError as exc:
+        if not is_deadlock(exc) or exc.connection_invalidated:
+            raise
+        logger.debug("%s: deadlock victim; retrying once", what)
+    return transaction()
 
 
 class MySQLStatements(Statements):
@@ -266,6 +380,103 @@ class MySQLStatements(Statements):
                     "b_error": error,
                 },
             )
+
+    def acquire_many(
+        self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
+    ) -> list[int | LeaseState | None]:
+        order = sorted(range(len(requests)), key=lambda index: requests[index].name)
+        batch = json.dumps(
+            [
+                {
+                    "name": requests[index].name,
+                    "holder": nonce_holders[index],
+                    "slot": requests[index].slot,
+                    "ttl": float(requests[index].ttl),
+                    "tolerance": float(requests[index].tolerance),
+                    "fingerprint": requests[index].fingerprint,
+                }
+                for index in order
+            ]
+        )
+        names = json.dumps([requests[index].name for index in order])
+        return _retry_deadlock(
+            "acquiring a batch of leases",
+            lambda: self._acquire_many_once(conn, requests, nonce_holders, batch, names),
+        )
+
+    def _acquire_many_once(
+        self,
+        conn: Connection,
+        requests: Sequence[AcquireRequest],
+        nonce_holders: Sequence[str],
+        batch: str,
+        names: str,
+    ) -> list[int | LeaseState | None]:
+        nonces = dict(zip((request.name for request in requests), nonce_holders, strict=True))
+        with conn.begin():
+            conn.exec_driver_sql(READ_COMMITTED)
+            conn.execute(ACQUIRE_MANY, {"b_batch": batch})
+            rows = {row.name: row for row in conn.execute(OUTCOMES_MANY, {"b_names": names})}
+            won = [row for name, row in rows.items() if row.holder == nonces[name]]
+            if won:
+                by_name = {request.name: request for request in requests}
+                winners = json.dumps(
+                    [
+                        {
+                            "name": row.name,
+                            "fence": int(row.fence),
+                            "slot": by_name[row.name].slot,
+                            "holder": row.holder,
+                            "scheduled_for": by_name[row.name].slot / 1000.0,
+                            "started_at": float(row.acquired_at),
+                        }
+                        for row in sorted(won, key=lambda row: str(row.name))
+                    ]
+                )
+                conn.execute(ABANDON_MANY, {"b_won": winners, "b_abandoned": ABANDONED_ERROR})
+                conn.execute(RECORD_MANY, {"b_won": winners})
+        results: list[int | LeaseState | None] = []
+        for request in requests:
+            row = rows.get(request.name)
+            if row is None:  # a task that never ran, and a slot from the future
+                results.append(None)
+            elif row.holder == nonces[request.name]:
+                results.append(int(row.fence))
+            else:
+                results.append(
+                    LeaseState(
+                        slot=int(row.slot),
+                        expires_at=float(row.expires_at),
+                        paused=bool(row.paused),
+                        db_now=float(row.db_now),
+                    )
+                )
+        return results
+
+    def finish_many(self, conn: Connection, items: Sequence[Finish]) -> None:
+        batch = json.dumps(
+            [
+                {
+                    "name": item.name,
+                    "slot": item.slot,
+                    "manual": int(item.manual),
+                    "fence": item.fence,
+                    "outcome": item.outcome,
+                    "error": item.error,
+                    "release": int(item.release),
+                }
+                for item in sorted(items, key=lambda item: item.name)
+            ]
+        )
+
+        def once() -> None:
+            # The lease rows first, as in acquire (see finish).
+            with conn.begin():
+                conn.exec_driver_sql(READ_COMMITTED)
+                conn.execute(RELEASE_MANY, {"b_batch": batch})
+                conn.execute(FINISH_RUNS_MANY, {"b_batch": batch})
+
+        _retry_deadlock("finishing a batch of runs", once)
 
     def set_paused(self, conn: Connection, name: str) -> None:
         with conn.begin():

@@ -4,10 +4,17 @@ Acquisition, the abandoned-run sweep and the new run's history row are one
 statement (data-modifying CTEs), so a crash between them cannot leave a run
 unrecorded; finishing a run and releasing its lease are one statement too.
 The clock is ``statement_timestamp()``: ``now()`` is the transaction start.
+
+Batches (:meth:`PostgreSQLStatements.acquire_many`, ``finish_many``) are the
+same statements over ``unnest()`` of parallel array parameters: one statement
+text whatever the batch size, so psycopg prepares it once, and lease rows are
+locked in name order (``ORDER BY name`` under the upsert / ``FOR UPDATE``), so
+concurrent batches of overlapping tasks cannot deadlock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -20,19 +27,100 @@ from sqlalchemy import (
     literal,
     literal_column,
     select,
+    text,
     true,
 )
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
-from cronlease.dialects.base import Statements, acquire_params
+from cronlease.dialects.base import ABANDONED_ERROR, Finish, Statements, acquire_params
 from cronlease.dialects.on_conflict import build_acquire, build_set_paused
 from cronlease.model import AcquireRequest, LeaseState
 from cronlease.schema import leases, runs
 
 __all__ = ["STATEMENTS", "PostgreSQLStatements"]
 
-NOW = literal_column("(EXTRACT(EPOCH FROM statement_timestamp())::float8)", Double)
+NOW_SQL = "(EXTRACT(EPOCH FROM statement_timestamp())::float8)"
+NOW = literal_column(NOW_SQL, Double)
+
+# Scheduled acquisition of many tasks in one statement: the DESIGN.md §3 upsert
+# over unnest(), plus the abandoned-run sweep and the run rows (as in the single
+# statement), plus one row per requested task explaining a refusal.
+ACQUIRE_MANY = text(
+    f"""
+WITH batch AS (
+    SELECT * FROM unnest(
+        CAST(:b_names AS text[]), CAST(:b_holders AS text[]), CAST(:b_slots AS bigint[]),
+        CAST(:b_ttls AS float8[]), CAST(:b_tolerances AS float8[]),
+        CAST(:b_fingerprints AS text[])
+    ) AS b(name, holder, slot, ttl, tolerance, fingerprint)
+), acquired AS (
+    INSERT INTO {leases.name} AS l
+        (name, holder, fence, slot, acquired_at, expires_at, paused, fingerprint)
+    SELECT b.name, b.holder, 1, b.slot, {NOW_SQL}, {NOW_SQL} + b.ttl, false, b.fingerprint
+      FROM batch b
+     WHERE b.slot::float8 / 1000.0 <= {NOW_SQL} + b.tolerance
+     ORDER BY b.name
+    ON CONFLICT (name) DO UPDATE
+       SET holder = excluded.holder, fence = l.fence + 1, slot = excluded.slot,
+           acquired_at = excluded.acquired_at, expires_at = excluded.expires_at,
+           fingerprint = excluded.fingerprint
+     WHERE l.expires_at < {NOW_SQL} AND l.slot < excluded.slot AND NOT l.paused
+    RETURNING l.name, l.fence, l.holder, l.slot, l.acquired_at
+), abandoned AS (
+    UPDATE {runs.name} r SET outcome = 'abandoned', error = :b_abandoned
+      FROM acquired a
+     WHERE r.name = a.name AND r.outcome = 'running' AND r.fence < a.fence
+    RETURNING r.slot
+), recorded AS (
+    INSERT INTO {runs.name}
+        (name, slot, manual, fence, holder, scheduled_for, started_at, outcome)
+    SELECT a.name, a.slot, false, a.fence, a.holder, a.slot::float8 / 1000.0, a.acquired_at,
+           'running'
+      FROM acquired a
+    RETURNING slot
+)
+SELECT b.name, a.fence, c.slot, c.expires_at, c.paused, {NOW_SQL} AS db_now
+  FROM batch b
+  LEFT JOIN acquired a ON a.name = b.name
+  LEFT JOIN {leases.name} c ON c.name = b.name
+"""
+)
+
+# Finish many runs in one statement: lock their lease rows first, in name order
+# (as acquisition does), then record outcomes and release the leases, fenced.
+FINISH_MANY = text(
+    f"""
+WITH batch AS (
+    SELECT * FROM unnest(
+        CAST(:b_names AS text[]), CAST(:b_slots AS bigint[]), CAST(:b_manuals AS boolean[]),
+        CAST(:b_fences AS bigint[]), CAST(:b_outcomes AS text[]), CAST(:b_errors AS text[]),
+        CAST(:b_releases AS boolean[])
+    ) AS b(name, slot, manual, fence, outcome, error, release)
+), locked AS (
+    SELECT l.name FROM {leases.name} l
+     WHERE l.name IN (SELECT name FROM batch)
+     ORDER BY l.name
+       FOR UPDATE
+), finished AS (
+    UPDATE {runs.name} r
+       SET outcome = CASE WHEN r.outcome = 'abandoned' THEN 'lost' ELSE b.outcome END,
+           finished_at = {NOW_SQL}, error = b.error
+      FROM batch b
+     WHERE (SELECT count(*) FROM locked) >= 0
+       AND r.name = b.name AND r.slot = b.slot AND r.manual = b.manual AND r.fence = b.fence
+       AND r.outcome IN ('running', 'abandoned')
+    RETURNING r.name
+), released AS (
+    UPDATE {leases.name} l SET expires_at = {NOW_SQL} - 0.001
+      FROM batch b
+     WHERE (SELECT count(*) FROM locked) >= 0
+       AND b.release AND l.name = b.name AND l.fence = b.fence
+    RETURNING l.name
+)
+SELECT (SELECT count(*) FROM finished) AS finished, (SELECT count(*) FROM released) AS released
+"""
+)
 
 
 class PostgreSQLStatements(Statements):
@@ -67,7 +155,7 @@ class PostgreSQLStatements(Statements):
                 runs.c.outcome == "running",
                 runs.c.fence < acquired.c.fence,
             )
-            .values(outcome="abandoned", error="its holder stopped renewing the lease")
+            .values(outcome="abandoned", error=ABANDONED_ERROR)
             .returning(runs.c.slot)
             .cte("abandoned")
         )
@@ -173,6 +261,51 @@ class PostgreSQLStatements(Statements):
         }
         with conn.begin():
             conn.execute(self._finish_and_release, params).all()
+
+    def acquire_many(
+        self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
+    ) -> list[int | LeaseState | None]:
+        params = {
+            "b_names": [request.name for request in requests],
+            "b_holders": list(nonce_holders),
+            "b_slots": [request.slot for request in requests],
+            "b_ttls": [float(request.ttl) for request in requests],
+            "b_tolerances": [float(request.tolerance) for request in requests],
+            "b_fingerprints": [request.fingerprint for request in requests],
+            "b_abandoned": ABANDONED_ERROR,
+        }
+        with conn.begin():
+            rows = {row.name: row for row in conn.execute(ACQUIRE_MANY, params)}
+        results: list[int | LeaseState | None] = []
+        for request in requests:
+            row = rows[request.name]
+            if row.fence is not None:
+                results.append(int(row.fence))
+            elif row.slot is None:
+                results.append(None)
+            else:
+                results.append(
+                    LeaseState(
+                        slot=int(row.slot),
+                        expires_at=float(row.expires_at),
+                        paused=bool(row.paused),
+                        db_now=float(row.db_now),
+                    )
+                )
+        return results
+
+    def finish_many(self, conn: Connection, items: Sequence[Finish]) -> None:
+        params = {
+            "b_names": [item.name for item in items],
+            "b_slots": [item.slot for item in items],
+            "b_manuals": [item.manual for item in items],
+            "b_fences": [item.fence for item in items],
+            "b_outcomes": [item.outcome for item in items],
+            "b_errors": [item.error for item in items],
+            "b_releases": [item.release for item in items],
+        }
+        with conn.begin():
+            conn.execute(FINISH_MANY, params).all()
 
     def set_paused(self, conn: Connection, name: str) -> None:
         with conn.begin():

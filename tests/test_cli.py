@@ -1,0 +1,507 @@
+"""The ``cronlease`` command, driven as real processes on SQLite (and PostgreSQL when reachable).
+
+Side effects are counted at a ledger the command tasks write themselves
+(``>>`` opens it with O_APPEND; one short line per write is atomic).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import url_for
+from tests.support.procs import wait_for
+from tests.test_commands import process_gone
+
+CLI = [sys.executable, "-m", "cronlease"]
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONLEASE_")}
+    env.update(extra or {})
+    return env
+
+
+def cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=60, env=_env(env)
+    )
+
+
+def cli_json(*args: str, cwd: Path) -> Any:
+    result = cli(*args, "--json", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def ledger(path: Path) -> list[list[str]]:
+    """The complete lines of a ledger file, split into words."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    return [line.split() for line in text.splitlines(keepends=True) if line.endswith("\n")]
+
+
+def slots(path: Path) -> list[int]:
+    return [int(words[0]) for words in ledger(path)]
+
+
+class Replica:
+    """A ``cronlease`` process whose output is collected line by line as it comes."""
+
+    def __init__(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.process = subprocess.Popen(
+            [*CLI, *args],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(env),
+        )
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._readers = [
+            threading.Thread(target=self._read, args=(stream,), daemon=True)
+            for stream in (self.process.stdout, self.process.stderr)
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+
+    @property
+    def output(self) -> str:
+        with self._changed:
+            return "\n".join(self.lines)
+
+    def wait_for_log(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for line in self.lines:
+                    match = regex.search(line)
+                    if match:
+                        return match
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (self.process.poll() is not None and not self._reading()):
+                    raise AssertionError(
+                        f"no log line matching {pattern!r}:\n" + "\n".join(self.lines)
+                    )
+                self._changed.wait(min(remaining, 0.2))
+
+    def _reading(self) -> bool:
+        return any(reader.is_alive() for reader in self._readers)
+
+    @property
+    def holder(self) -> str:
+        return self.wait_for_log(r"cronlease replica (\S+) started").group(1)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        code = self.process.wait(timeout)
+        for reader in self._readers:
+            reader.join(5)
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def replicas() -> Iterator[list[Replica]]:
+    started: list[Replica] = []
+    yield started
+    for replica in started:
+        replica.kill()
+
+
+def write_config(folder: Path, url: str, body: str, namespace: str | None = None) -> Path:
+    path = folder / "cronlease.toml"
+    header = f'database = "{url}"\n'
+    if namespace:
+        header += f'namespace = "{namespace}"\n'
+    path.write_text(header + textwrap.dedent(body))
+    return path
+
+
+@pytest.fixture
+def namespace() -> str:
+    """Keeps tests apart on a shared PostgreSQL database."""
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+# --- check ------------------------------------------------------------------------
+
+
+def test_check_lists_tasks_with_schedule_ttl_and_next_fire_times(tmp_path: Path) -> None:
+    database = tmp_path / "never.db"
+    write_config(
+        tmp_path,
+        f"sqlite:///{database}",
+        """
+        [tasks.sync]
+        command = ["echo", "sync"]
+        every = "90s"
+
+        [tasks.report]
+        call = "os.path:join"
+        cron = "0 2 * * *"
+        timezone = "Europe/Istanbul"
+        lease_ttl = "2m"
+
+        [tasks.off]
+        command = "true"
+        every = "1h"
+        enabled = false
+        """,
+    )
+    result = cli("check", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "cronlease.toml: OK, 3 task(s)" in out
+    assert re.search(r"^sync  every 90s  ttl 1m30s$", out, re.M)
+    assert re.search(r"^report  cron '0 2 \* \* \*' \(Europe/Istanbul\)  ttl 2m$", out, re.M)
+    assert re.search(r"^off  every 1h  ttl 5m, DISABLED$", out, re.M)
+    assert "  command: echo sync" in out and "  call: os.path:join" in out
+    assert len(re.findall(r"^  next: \S+T02:00:00\+03:00$", out, re.M)) == 3
+
+    data = cli_json("check", cwd=tmp_path)
+    tasks = {task["name"]: task for task in data["tasks"]}
+    assert tasks["sync"]["lease_ttl"] == 90.0 and tasks["report"]["lease_ttl"] == 120.0
+    sync_next = [
+        time.mktime(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) for t in tasks["sync"]["next"]
+    ]
+    assert [b - a for a, b in itertools.pairwise(sync_next)] == [90.0, 90.0]
+    assert tasks["off"]["enabled"] is False
+    assert not database.exists(), "check must not touch the database"
+
+
+# --- the fleet: two replicas, pause, resume, status, history ---------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_replicas_run_each_slot_once_and_pause_resume_fleet_wide(
+    backend: str, tmp_path: Path, namespace: str, replicas: list[Replica]
+) -> None:
+    url = url_for(backend, tmp_path)
+    book = tmp_path / "ledger"
+    write_config(
+        tmp_path,
+        url,
+        f"""
+        [tasks.tick]
+        command = 'echo "$CRONLEASE_SLOT $CRONLEASE_FENCE" >> {book}'
+        shell = true
+        every = 1
+        """,
+        namespace,
+    )
+    replicas += [Replica("run", cwd=tmp_path) for _ in range(2)]
+    holders = {replica.holder for replica in replicas}
+    wait_for(lambda: len(slots(book)) >= 4, 20, "four ticks")
+
+    paused = cli("pause", "tick", cwd=tmp_path)
+    assert paused.returncode == 0, paused.stderr
+    paused_at = now_ms()
+    status = cli_json("status", cwd=tmp_path)
+    assert status["tasks"][0]["state"] == "paused" and status["tasks"][0]["paused"]
+    refused = cli("trigger", "tick", cwd=tmp_path)
+    assert refused.returncode == 1 and "paused" in refused.stderr
+    time.sleep(2.5)  # a fixed window: two ticks that must not run anywhere
+    assert max(slots(book)) <= paused_at + 1000, "a tick ran more than one tick after pause"
+    count_while_paused = len(slots(book))
+
+    resumed = cli("resume", "tick", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    resumed_at = now_ms()
+    wait_for(lambda: len([s for s in slots(book) if s > resumed_at]) >= 2, 15, "ticks after resume")
+    assert len(slots(book)) > count_while_paused
+    for replica in replicas:
+        assert replica.stop() == 0, replica.output
+
+    ran = slots(book)
+    assert len(ran) == len(set(ran)), f"a slot ran twice: {sorted(ran)}"
+    ordered = sorted(ran)
+    for before, after in itertools.pairwise(ordered):
+        if before <= paused_at + 1000 and after >= resumed_at - 1000:
+            continue  # the paused span
+        assert after - before == 1000, f"tick missed between {before} and {after}: {ordered}"
+
+    history = cli_json("history", "tick", "--limit", "1000", cwd=tmp_path)
+    assert {run["slot"] for run in history} == set(ran)
+    assert {run["outcome"] for run in history} == {"succeeded"}
+    assert all(not run["manual"] and run["holder"] in holders for run in history)
+    fences = {int(words[0]): int(words[1]) for words in ledger(book)}
+    assert all(fences[run["slot"]] == run["fence"] for run in history)
+
+    (task,) = cli_json("status", cwd=tmp_path)["tasks"]
+    assert task["name"] == f"{namespace}:tick" and task["schedule"] == "every 1s"
+    assert task["state"] == "idle" and not task["paused"]  # leases are released on shutdown
+    assert task["last_slot"] == max(ran) and task["last_run"]["slot"] == max(ran)
+    assert task["last_run"]["outcome"] == "succeeded" and task["holder"] in holders
+    assert task["fence"] == max(fences.values())
+    assert task["next_fire_time"] is not None
+
+
+# --- trigger --------------------------------------------------------------------------
+
+
+HOLD = '''
+[tasks.hold]
+command = """echo "$CRONLEASE_SLOT $CRONLEASE_MANUAL $$" >> {book}
+while [ ! -e {release} ]; do sleep 0.05; done"""
+shell = true
+{schedule}
+'''
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_trigger_runs_once_and_is_refused_while_a_run_is_in_progress(
+    backend: str, tmp_path: Path, namespace: str, replicas: list[Replica]
+) -> None:
+    url = url_for(backend, tmp_path)
+    book, release = tmp_path / "ledger", tmp_path / "release"
+    write_config(
+        tmp_path,
+        url,
+        HOLD.format(book=book, release=release, schedule='cron = "0 0 1 1 *"'),
+        namespace,
+    )
+    first = Replica("trigger", "hold", cwd=tmp_path)
+    replicas.append(first)
+    wait_for(lambda: len(ledger(book)) == 1, 20, "the triggered run to start")
+
+    second = cli("trigger", "hold", cwd=tmp_path)
+    assert second.returncode == 1
+    assert "a run is in progress" in second.stderr and second.stderr.count("\n") == 1
+    status = cli_json("status", cwd=tmp_path)["tasks"][0]
+    assert status["state"] == "running" and status["last_run"]["outcome"] == "running"
+    assert status["last_run"]["manual"]
+
+    release.touch()
+    assert first.wait() == 0, first.output
+    assert f"{namespace}:hold: succeeded" in first.output
+    again = cli("trigger", "hold", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+
+    runs = ledger(book)
+    assert len(runs) == 2 and all(words[1] == "1" for words in runs)  # CRONLEASE_MANUAL
+    history = cli_json("history", "hold", cwd=tmp_path)
+    assert [(run["outcome"], run["manual"]) for run in history] == [("succeeded", True)] * 2
+    assert {run["slot"] for run in history} == {int(words[0]) for words in runs}
+
+    # The same from the database alone, anywhere: the stored name carries the namespace.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    name = f"{namespace}:hold"
+    by_url = cli_json("history", name, "--database", url, cwd=elsewhere)
+    assert by_url == history
+    assert cli("pause", name, "--database", url, cwd=elsewhere).returncode == 0
+    rows = {t["name"]: t for t in cli_json("status", "--database", url, cwd=elsewhere)["tasks"]}
+    assert rows[name]["state"] == "paused"
+    assert cli("resume", name, "--database", url, cwd=elsewhere).returncode == 0
+
+
+# --- stopping --------------------------------------------------------------------------
+
+
+def test_sigterm_waits_for_the_running_task_then_exits_0(
+    tmp_path: Path, replicas: list[Replica]
+) -> None:
+    book, release = tmp_path / "ledger", tmp_path / "release"
+    write_config(
+        tmp_path,
+        url_for("sqlite", tmp_path),
+        HOLD.format(book=book, release=release, schedule="every = 1"),
+    )
+    replica = Replica("run", "--shutdown-grace", "30", cwd=tmp_path)
+    replicas.append(replica)
+    wait_for(lambda: len(ledger(book)) == 1, 20, "a run to start")
+    replica.process.send_signal(signal.SIGTERM)
+    replica.wait_for_log("received SIGTERM")
+    assert replica.process.poll() is None  # still waiting for the run
+    release.touch()
+    assert replica.wait() == 0, replica.output
+    history = cli_json("history", "hold", cwd=tmp_path)
+    assert [run["outcome"] for run in history] == ["succeeded"]
+    assert len(ledger(book)) == 1  # stopped firing at SIGTERM
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sigterm_past_the_grace_records_the_run_interrupted_and_kills_it(
+    backend: str, tmp_path: Path, namespace: str, replicas: list[Replica]
+) -> None:
+    book, release = tmp_path / "ledger", tmp_path / "release"
+    write_config(
+        tmp_path,
+        url_for(backend, tmp_path),
+        HOLD.format(book=book, release=release, schedule="every = 1"),
+        namespace,
+    )
+    replica = Replica("run", "--shutdown-grace", "0.5", cwd=tmp_path)
+    replicas.append(replica)
+    wait_for(lambda: len(ledger(book)) == 1, 20, "a run to start")
+    assert replica.stop() == 0, replica.output
+    pid = int(ledger(book)[0][2])
+    wait_for(lambda: process_gone(pid), 10, "the command to be terminated")
+    (run,) = cli_json("history", "hold", cwd=tmp_path)
+    assert run["outcome"] == "interrupted" and run["slot"] == int(ledger(book)[0][0])
+    (task,) = cli_json("status", cwd=tmp_path)["tasks"]
+    assert task["last_run"]["outcome"] == "interrupted"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_command_past_its_timeout_is_killed_with_its_children_and_timed_out(
+    backend: str, tmp_path: Path, namespace: str
+) -> None:
+    pidfile = tmp_path / "grandchild"
+    write_config(
+        tmp_path,
+        url_for(backend, tmp_path),
+        f"""
+        [tasks.slow]
+        command = ["sh", "-c", "sleep 60 & echo $! > {pidfile}; wait"]
+        cron = "0 0 1 1 *"
+        timeout = "1s"
+        """,
+        namespace,
+    )
+    started = time.monotonic()
+    result = cli("trigger", "slow", cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"{namespace}:slow: timed_out" in result.stdout
+    assert "killed after its timeout of 1 s" in result.stderr
+    assert time.monotonic() - started < 20
+    grandchild = int(pidfile.read_text())
+    wait_for(lambda: process_gone(grandchild), 10, "the grandchild to be killed")
+    (run,) = cli_json("history", "slow", cwd=tmp_path)
+    assert run["outcome"] == "timed_out" and "timeout of 1 s" in run["error"]
+
+
+def test_disabled_replica_fires_nothing_and_exits_0_on_sigterm(
+    tmp_path: Path, replicas: list[Replica]
+) -> None:
+    database = tmp_path / "cronlease.db"
+    book = tmp_path / "ledger"
+    write_config(
+        tmp_path,
+        f"sqlite:///{database}",
+        f"""
+        [tasks.tick]
+        command = 'echo x >> {book}'
+        shell = true
+        every = 1
+        """,
+    )
+    replica = Replica("run", cwd=tmp_path, env={"CRONLEASE_DISABLED": "1"})
+    replicas.append(replica)
+    replica.wait_for_log("CRONLEASE_DISABLED=1: this replica fires nothing")
+    time.sleep(1.5)  # a fixed window of more than one tick
+    assert replica.stop() == 0, replica.output
+    assert not book.exists() and not database.exists()
+
+
+# --- the other commands ------------------------------------------------------------------
+
+
+def test_status_lists_orphaned_lease_rows(tmp_path: Path) -> None:
+    url = url_for("sqlite", tmp_path)
+    write_config(tmp_path, url, '[tasks.gone]\ncommand = "true"\ncron = "0 0 1 1 *"\n')
+    assert cli("trigger", "gone", cwd=tmp_path).returncode == 0
+    write_config(tmp_path, url, '[tasks.kept]\ncommand = "true"\nevery = "1h"\n')
+    status = cli_json("status", cwd=tmp_path)
+    assert [task["name"] for task in status["tasks"]] == ["kept"]
+    assert status["tasks"][0]["last_run"] is None and status["tasks"][0]["state"] == "idle"
+    assert [row["name"] for row in status["orphaned"]] == ["gone"]
+    text = cli("status", cwd=tmp_path).stdout
+    assert "Orphaned lease rows" in text and re.search(r"^gone\s+idle", text, re.M)
+
+
+def test_init_db_and_errors_exit_codes(tmp_path: Path) -> None:
+    database = tmp_path / "fresh.db"
+    created = cli("init-db", "--database", f"sqlite:///{database}", cwd=tmp_path)
+    assert created.returncode == 0 and database.exists()
+
+    no_config = cli("status", cwd=tmp_path)
+    assert no_config.returncode == 2 and "-c FILE or --database URL" in no_config.stderr
+    missing = cli("check", "-c", "nope.toml", cwd=tmp_path)
+    assert missing.returncode == 2 and "nope.toml" in missing.stderr
+    unreachable = cli("status", "--database", "postgresql://nobody@127.0.0.1:9/none", cwd=tmp_path)
+    assert unreachable.returncode == 1 and unreachable.stderr.count("\n") == 1
+    write_config(tmp_path, f"sqlite:///{database}", '[tasks.a]\ncommand = "true"\nevery = 5\n')
+    unknown = cli("pause", "b", cwd=tmp_path)
+    assert unknown.returncode == 2 and "no task 'b'" in unknown.stderr
+    bad_usage = cli("history", cwd=tmp_path)
+    assert bad_usage.returncode == 2
+    helped = cli("--help", cwd=tmp_path)
+    assert helped.returncode == 0
+    assert re.search(r"^  2  usage or configuration error", helped.stdout, re.M)
+
+
+def test_import_crontab_prints_a_config_that_checks(tmp_path: Path) -> None:
+    crontab = tmp_path / "crontab"
+    crontab.write_text(
+        "MAILTO=ops@example.com\n"
+        "*/10 * * * * /usr/bin/env echo ten\n"
+        "@hourly date\n"
+        "@reboot /usr/local/bin/warm-up\n"
+    )
+    result = cli("import-crontab", str(crontab), "--timezone", "Europe/Istanbul", cwd=tmp_path)
+    assert result.returncode == 1  # one line could not be translated
+    assert "crontab:4: not translated (@reboot" in result.stderr
+    (tmp_path / "cronlease.toml").write_text(result.stdout)
+    checked = cli_json("check", cwd=tmp_path)
+    assert [(t["name"], t["cron"], t["timezone"]) for t in checked["tasks"]] == [
+        ("echo", "*/10 * * * *", "Europe/Istanbul"),
+        ("date", "0 * * * *", "Europe/Istanbul"),
+    ]
+    clean = tmp_path / "clean"
+    clean.write_text("root_line_ignored=1\n5 4 * * sun root echo weekly\n")
+    system = cli("import-crontab", str(clean), "--system", "--timezone", "UTC", cwd=tmp_path)
+    assert system.returncode == 0, system.stderr
+    assert 'cron = "5 4 * * sun"' in system.stdout and "ran as user 'root'" in system.stdout
+
+
+def test_the_example_config_runs_a_call_task_and_a_command_task(
+    tmp_path: Path, replicas: list[Replica]
+) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "cronlease.toml"
+    replica = Replica("run", "-c", str(example), cwd=tmp_path)
+    replicas.append(replica)
+    replica.wait_for_log(r"INFO jobs: hello from slot")
+    replica.wait_for_log(r"INFO cronlease\.task\.disk-usage: disk-usage ran for \d{4}-")
+    replica.process.send_signal(signal.SIGINT)
+    assert replica.wait() == 0, replica.output
+    assert "Traceback" not in replica.output
+    assert (tmp_path / "cronlease.db").exists()  # the example's SQLite file, where it runs
