@@ -18,15 +18,18 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from cronlease import __version__
+from cronlease.clock import measure_skew
 from cronlease.commands import terminate_running
 from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG, Config, TaskSpec, load_config
 from cronlease.crontab import local_timezone, translate_crontab
 from cronlease.database import DEFAULT_URL, create_store_engine, normalize_url, redact
 from cronlease.errors import ConfigError, StoreError
+from cronlease.health import overdue_tasks
 from cronlease.model import LeaseInfo, RunRecord
 from cronlease.schedule import Schedule, time_of_slot
-from cronlease.scheduler import Scheduler
+from cronlease.scheduler import HOUSEKEEPING_TASK, Scheduler
 from cronlease.store import LeaseStore
+from cronlease.task import Task
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -149,7 +152,15 @@ def build_parser() -> argparse.ArgumentParser:
         "validate the config file; list tasks and next fire times",
         json_output=True,
     )
-    command("status", cmd_status, "show every task's lease, state and last run", json_output=True)
+    status = command(
+        "status", cmd_status, "show every task's lease, state and last run", json_output=True
+    )
+    status.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if a declared task is overdue past its grace or the database is "
+        "unreachable (a health probe)",
+    )
     history = command("history", cmd_history, "show a task's latest runs", json_output=True)
     history.add_argument("task", metavar="TASK")
     history.add_argument(
@@ -413,11 +424,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     with _open_store(url) as store:
         if _missing_sqlite_file(url):
             rows: dict[str, LeaseInfo] = {}
+            clock = None
             db_now = datetime.now(timezone.utc).timestamp()
             last_runs: dict[str, RunRecord] = {}
         else:
             store.create_tables()
             rows = {row.name: row for row in store.leases()}
+            clock = measure_skew(store)
             db_now = store.database_time()
             names = [config.full_name(name) for name in config.tasks] if config else sorted(rows)
             last_runs = {}
@@ -433,10 +446,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             full = config.full_name(spec.name)
             declared.add(full)
             tasks.append(_status_of(full, spec, rows.get(full), last_runs.get(full), db_now, now))
+        internal = config.full_name(HOUSEKEEPING_TASK)
         orphans = [
             _status_of(name, None, row, None, db_now, now)
             for name, row in rows.items()
-            if name not in declared and _in_namespace(name, config.namespace)
+            if name not in declared and name != internal and _in_namespace(name, config.namespace)
         ]
     else:
         tasks = [
@@ -444,6 +458,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             for name, row in rows.items()
         ]
         orphans = []
+    overdue = _overdue(config, rows, db_now, now) if config else []
     if args.json:
         _print_json(
             {
@@ -451,11 +466,15 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "config": str(config.path) if config else None,
                 "namespace": config.namespace if config else None,
                 "database_time": db_now,
+                "clock_skew": None
+                if clock is None
+                else {"skew": clock.skew, "round_trip": clock.round_trip},
+                "overdue": overdue,
                 "tasks": tasks,
                 "orphaned": orphans,
             }
         )
-        return EXIT_OK
+        return EXIT_FAILURE if args.check and overdue else EXIT_OK
     _print_table(
         ["TASK", "SCHEDULE", "STATE", "HOLDER", "FENCE", "LAST SLOT", "LAST RUN", "LEASE", "NEXT"],
         [_status_row(task) for task in tasks],
@@ -482,7 +501,36 @@ def cmd_status(args: argparse.Namespace) -> int:
                 for o in orphans
             ],
         )
+    if clock is not None:
+        print(
+            f"\nclock: this host is {-clock.skew:+.3f} s off the database clock "
+            f"(±{clock.round_trip / 2:.3f} s)"
+        )
+    if args.check and overdue:
+        for name in overdue:
+            _error(f"{name} is overdue: its last tick did not start within its grace")
+        return EXIT_FAILURE
     return EXIT_OK
+
+
+def _overdue(config: Config, rows: dict[str, LeaseInfo], db_now: float, now: datetime) -> list[str]:
+    """Declared, enabled tasks whose next tick after the last one taken is overdue."""
+    tasks = [
+        Task(
+            name=spec.name,
+            schedule=spec.schedule,
+            func=_never_called,
+            namespace=config.namespace,
+            lease_ttl=spec.lease_ttl,
+        )
+        for spec in config.tasks.values()
+        if spec.enabled
+    ]
+    return overdue_tasks(tasks, rows, now=now, db_now=db_now)
+
+
+def _never_called() -> None:
+    raise AssertionError("status only reads schedules")
 
 
 def _in_namespace(name: str, namespace: str | None) -> bool:

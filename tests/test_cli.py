@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from cronlease import LeaseStore
+from cronlease.model import AcquireRequest
 from tests.conftest import url_for
 from tests.support.procs import wait_for
 from tests.test_commands import process_gone
@@ -446,6 +448,28 @@ def test_status_lists_orphaned_lease_rows(tmp_path: Path) -> None:
     assert [row["name"] for row in status["orphaned"]] == ["gone"]
     text = cli("status", cwd=tmp_path).stdout
     assert "Orphaned lease rows" in text and re.search(r"^gone\s+idle", text, re.M)
+
+
+def test_status_check_fails_on_an_overdue_task_and_shows_clock_skew(tmp_path: Path) -> None:
+    url = url_for("sqlite", tmp_path)
+    write_config(tmp_path, url, '[tasks.beat]\ncommand = "true"\nevery = "1s"\n')
+    store = LeaseStore.from_url(url)
+    store.create_tables()
+    # the fleet last took a tick a minute ago: the next one is long overdue
+    old = store.acquire(
+        AcquireRequest(name="beat", slot=now_ms() - 60_000, ttl=1, holder="gone", tolerance=1)
+    )
+    assert old is not None
+    store.finish(old, "succeeded")
+    store.dispose()
+    result = cli("status", "--check", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "beat is overdue" in result.stderr
+    status = json.loads(cli("status", "--json", cwd=tmp_path).stdout)
+    assert status["overdue"] == ["beat"]
+    assert abs(status["clock_skew"]["skew"]) < 1.0
+    assert cli("pause", "beat", cwd=tmp_path).returncode == 0
+    assert cli("status", "--check", cwd=tmp_path).returncode == 0  # paused is not overdue
 
 
 def test_init_db_and_errors_exit_codes(tmp_path: Path) -> None:
