@@ -30,6 +30,7 @@ from cronlease.schedule import Schedule, time_of_slot
 from cronlease.scheduler import HOUSEKEEPING_TASK, Scheduler
 from cronlease.store import LeaseStore
 from cronlease.task import Task
+from cronlease.web import serve
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -177,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trigger.add_argument("task", metavar="TASK")
     command("init-db", cmd_init_db, "create the cronlease tables if they are missing")
+    web = command("web", cmd_web, "serve the read-only status page (default on 127.0.0.1 only)")
+    web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    web.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0: any free)")
     imports = command(
         "import-crontab",
         cmd_import_crontab,
@@ -787,6 +791,36 @@ def cmd_init_db(args: argparse.Namespace) -> int:
         store.create_tables()
     print(f"cronlease tables are ready on {redact(url)}")
     return EXIT_OK
+
+
+def cmd_web(args: argparse.Namespace) -> int:
+    config = _config(args, required=False, import_calls=False)
+    url = _database(args, config, fallback=True)
+    with _open_store(url) as store:
+        tasks = (
+            {config.full_name(spec.name): spec.schedule for spec in config.tasks.values()}
+            if config
+            else None
+        )
+        serve(
+            store,
+            host=args.host,
+            port=args.port,
+            tasks=tasks,
+            namespace=config.namespace if config else None,
+            ready=lambda page: print(f"status page on {page}", flush=True),
+        )
+    return EXIT_OK
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0 to 65535, got {port}")
+    return port
 
 
 # --- import-crontab ----------------------------------------------------------------

@@ -298,6 +298,11 @@ class Scheduler:
         )
 
     @property
+    def running_tasks(self) -> list[str]:
+        """Full names of the tasks this replica is running right now."""
+        return self.runner.running
+
+    @property
     def clock_skew(self) -> ClockCheck | None:
         """The latest measurement of this host's clock against the database's."""
         return self._skew.last if self._skew else None

@@ -410,7 +410,7 @@ def collect_status(page: StatusPage) -> dict[str, Any]:
         replica: dict[str, Any] = {
             "holder": scheduler.holder,
             "running": scheduler.running,
-            "runs_in_progress": scheduler.runner.running,
+            "runs_in_progress": scheduler.running_tasks,
             "counters": dict(sorted(scheduler.stats.snapshot().items())),
             "health": None,
         }

@@ -16,6 +16,7 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -529,3 +530,34 @@ def test_the_example_config_runs_a_call_task_and_a_command_task(
     assert replica.wait() == 0, replica.output
     assert "Traceback" not in replica.output
     assert (tmp_path / "cronlease.db").exists()  # the example's SQLite file, where it runs
+
+
+def test_web_serves_the_status_page_until_sigterm(tmp_path: Path) -> None:
+    url = url_for("sqlite", tmp_path)
+    write_config(tmp_path, url, '[tasks.shown]\ncommand = "true"\nevery = "1h"\n')
+    assert cli("init-db", cwd=tmp_path).returncode == 0
+    proc = subprocess.Popen(
+        [*CLI, "web", "--port", "0"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # blocks until the server listens (or the process dies)
+        assert line.startswith("status page on http://127.0.0.1:"), (
+            proc.stderr.read() if proc.stderr else ""
+        )
+        page_url = line.split(" on ", 1)[1].strip()
+        with urllib.request.urlopen(page_url, timeout=10) as response:
+            html = response.read().decode()
+        assert "shown" in html
+        with urllib.request.urlopen(page_url + "status.json", timeout=10) as response:
+            data = json.loads(response.read())
+        assert [task["name"] for task in data["tasks"]] == ["shown"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    assert code == 0

@@ -153,7 +153,7 @@ def test_mounted_under_a_prefix_wsgi_and_asgi(scheduler: Scheduler, task_name: s
         return [b"the app"]
 
     app = DispatcherMiddleware(other_app, {"/ops/cron": wsgi_app(scheduler)})
-    with serving(app) as base:  # type: ignore[arg-type]
+    with serving(app) as base:
         status, _, page = request(f"{base}/ops/cron/")
         assert status == 200 and 'href="/ops/cron/status.json"' in page
         status, _, body = request(f"{base}/ops/cron/status.json")
