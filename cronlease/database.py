@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
+import time
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -24,10 +26,20 @@ __all__ = ["DEFAULT_URL", "create_store_engine", "normalize_url", "redact"]
 DEFAULT_URL = "sqlite:///cronlease.db"
 CONNECT_TIMEOUT = 5
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# A replica holds at most one connection per concurrently running task (the
-# heartbeat thread included) and returns it as soon as the statement is done.
+# Bounded per replica: at most POOL_SIZE + MAX_OVERFLOW connections. A replica
+# holds a connection only for the length of one lease transaction, from at most
+# three threads at once in steady state — the acquirer (one batch per pass),
+# the leader of a group finish, and the heartbeat thread — plus catch-up ticks
+# and manual runs on start-up. Four stay open (no reconnect per tick); the
+# overflow absorbs start-up bursts; a burst beyond it waits (pool_timeout)
+# instead of opening connections without limit on a shared server.
 POOL_SIZE = 4
 MAX_OVERFLOW = 8
+POOL_OPTIONS: dict[str, Any] = {
+    "pool_size": POOL_SIZE,
+    "max_overflow": MAX_OVERFLOW,
+    "pool_timeout": 10,
+}
 
 logger = logging.getLogger("cronlease")
 
@@ -81,11 +93,8 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
             return create_engine(
                 parsed,
                 isolation_level="AUTOCOMMIT",
-                pool_size=POOL_SIZE,
-                max_overflow=MAX_OVERFLOW,
-                pool_timeout=10,
                 connect_args=connect_args,
-                **options,
+                **{**POOL_OPTIONS, **options},
             )
         if backend in ("mysql", "mariadb"):
             connect_args = {
@@ -98,12 +107,13 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
             return create_engine(
                 parsed,
                 isolation_level="READ COMMITTED",
-                pool_size=POOL_SIZE,
-                max_overflow=MAX_OVERFLOW,
-                pool_timeout=10,
                 pool_recycle=3600,
+                # Every lease method ends its own transaction (and SQLAlchemy rolls
+                # back one left open when the connection closes), so the pool's
+                # ROLLBACK on return would be one more round trip per statement.
+                pool_reset_on_return=None,
                 connect_args=connect_args,
-                **options,
+                **{**POOL_OPTIONS, **options},
             )
     except ModuleNotFoundError as exc:
         raise ConfigError(
@@ -133,7 +143,7 @@ def _sqlite_engine(url: URL, **options: Any) -> Engine:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(cursor)
             cursor.execute("PRAGMA synchronous = NORMAL")
         finally:
             cursor.close()
@@ -143,3 +153,23 @@ def _sqlite_engine(url: URL, **options: Any) -> Engine:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _enable_wal(cursor: Any) -> None:
+    """Switch a SQLite file to WAL, waiting out other connections that hold it.
+
+    Changing the journal mode can fail with "database is locked" at once,
+    without the busy handler, while another process opens the same new file:
+    ten replicas starting together on an empty database hit it.
+    """
+    if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)

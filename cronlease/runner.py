@@ -13,7 +13,10 @@ Two ways in, with the same per-tick rules:
   checks each one's grace, overlap and shutdown, acquires all the survivors'
   leases in one batch, and hands back the winners' runs to dispatch, so
   only winners ever occupy a worker thread. Their outcomes are recorded by
-  :class:`GroupFinish`: runs that end together share one statement.
+  a finisher thread: runs that end together share one statement, and it
+  waits up to FINISH_LINGER_SECONDS for runs of the batch still going, so a
+  tick of many short tasks costs one acquire and about one finish. A release
+  is delayed by at most that; no start ever is.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from cronlease.stats import Stats
 from cronlease.store import LeaseStore
 from cronlease.task import Liveness, RunContext, Task
 
-__all__ = ["Batch", "GroupFinish", "Tick", "TickRunner"]
+__all__ = ["Batch", "Tick", "TickRunner"]
 
 logger = logging.getLogger("cronlease")
 
@@ -84,58 +87,16 @@ class Batch:
     retries: list[tuple[float, Tick]] = field(default_factory=list)
 
 
-FinishItem = tuple[Lease, str, str | None]
+#: how long the finisher waits for other runs of a batch to end before it writes
+FINISH_LINGER_SECONDS = 0.02
 
 
 @dataclass(eq=False)
-class _Pending:
-    item: FinishItem
-    done: bool = False
-    error: StoreError | None = None
-
-
-class GroupFinish:
-    """Record run outcomes and release leases, many per statement when runs end together.
-
-    Group commit without a thread or a timer: the first caller to arrive while
-    no flush is in flight sends everything queued so far (itself included)
-    and the others wait for it; callers that arrive meanwhile go together in
-    the next flush. A lone run is never delayed; a thousand that end at once
-    cost a handful of statements.
-    """
-
-    def __init__(self, flush: Callable[[list[FinishItem]], None]) -> None:
-        self._flush = flush
-        self._changed = threading.Condition()
-        self._queue: list[_Pending] = []
-        self._busy = False
-
-    def finish(self, item: FinishItem) -> None:
-        """Record ``item``; raises the StoreError of the flush that carried it."""
-        pending = _Pending(item)
-        with self._changed:
-            self._queue.append(pending)
-            while self._busy and not pending.done:
-                self._changed.wait()
-            if pending.done:
-                if pending.error is not None:
-                    raise pending.error
-                return
-            self._busy = True
-            batch, self._queue = self._queue, []
-        error: StoreError | None = None
-        try:
-            self._flush([entry.item for entry in batch])
-        except StoreError as exc:
-            error = exc
-        finally:
-            with self._changed:
-                for entry in batch:
-                    entry.done, entry.error = True, error
-                self._busy = False
-                self._changed.notify_all()
-        if error is not None:
-            raise error
+class _Finished:
+    active: _ActiveRun
+    outcome: str
+    error: str | None
+    duration: float
 
 
 class DatabaseHealth:
@@ -205,7 +166,12 @@ class TickRunner:
         self._schema_lock = threading.Lock()
         self._on_schema_ready = on_schema_ready
         self._stopped = threading.Event()
-        self._finisher = GroupFinish(self.store.finish_many)
+        # runs dispatched from batches: still going, and ended but not yet recorded
+        self._finish_changed = threading.Condition()
+        self._finish_queue: list[_Finished] = []
+        self._grouped_running = 0
+        self._finisher: threading.Thread | None = None
+        self._finisher_closed = False
 
     # --- schema -----------------------------------------------------------
 
@@ -324,21 +290,23 @@ class TickRunner:
             candidates.append((tick, request))
         if not candidates:
             return batch
+        self.stats.add("acquire_batches")
+        self.stats.add("acquire_batch_ticks", len(candidates))
         try:
             self.ensure_schema()
             results = self.store.try_acquire_many([request for _, request in candidates])
         except StoreError as exc:
             for tick, request in candidates:
                 self._skipped(tick.task, request.slot, "error")
-                self.health.failed(
-                    f"{tick.task.full_name}: tick {tick.fire_time.isoformat()}", exc
-                )
+                self.health.failed(f"{tick.task.full_name}: tick {tick.fire_time.isoformat()}", exc)
             return batch
         self.health.succeeded()
         for (tick, request), result in zip(candidates, results, strict=True):
             task = tick.task
             if isinstance(result, Lease):
                 active = self._begin(task, result)
+                with self._finish_changed:
+                    self._grouped_running += 1
                 batch.runs.append(functools.partial(self._execute, active, grouped=True))
                 continue
             what = f"{task.full_name}: tick {tick.fire_time.isoformat()}"
@@ -493,38 +461,116 @@ class TickRunner:
                 summary = f"the task {outcome}" + (f": {error}" if error else "")
                 outcome, error = "lost", f"lease lost during the run; {summary}"
             duration = time.monotonic() - active.started
-            self._record(active, outcome, error, grouped=grouped)
+            if grouped:
+                # recorded, logged and reported by the finisher thread, with others
+                self._finish_later(_Finished(active, outcome, error, duration))
+            else:
+                self._record(active, outcome, error)
+                logger.info(
+                    "%s slot=%s fence=%s outcome=%s duration=%.3fs",
+                    task.full_name,
+                    lease.slot,
+                    lease.fence,
+                    outcome,
+                    duration,
+                )
+                self.events.emit(
+                    RunFinished(
+                        task=task.full_name,
+                        slot=lease.slot,
+                        fence=lease.fence,
+                        manual=lease.manual,
+                        outcome=outcome,
+                        duration=duration,
+                        error=error,
+                    )
+                )
+        return outcome
+
+    def _finish_later(self, finished: _Finished) -> None:
+        """Hand an ended run of a batch to the finisher thread (started on first use)."""
+        with self._finish_changed:
+            self._grouped_running -= 1
+            self._finish_queue.append(finished)
+            self._finish_changed.notify_all()
+            if self._finisher is None or not self._finisher.is_alive():
+                self._finisher_closed = False
+                self._finisher = threading.Thread(
+                    target=self._finish_loop, name="cronlease-finisher", daemon=True
+                )
+                self._finisher.start()
+
+    def _finish_loop(self) -> None:
+        while True:
+            with self._finish_changed:
+                while not self._finish_queue and not self._finisher_closed:
+                    self._finish_changed.wait()
+                if not self._finish_queue:
+                    return
+                deadline = time.monotonic() + FINISH_LINGER_SECONDS
+                while self._grouped_running > 0 and not self._finisher_closed:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._finish_changed.wait(remaining)
+                batch, self._finish_queue = self._finish_queue, []
+            self._finish_batch(batch)
+
+    def _finish_batch(self, batch: list[_Finished]) -> None:
+        """Record outcomes and release leases in one statement; then report each run."""
+        error: StoreError | None = None
+        released = [entry for entry in batch if not entry.active.interrupted]
+        try:
+            self.store.finish_many([(e.active.lease, e.outcome, e.error) for e in released])
+        except StoreError as exc:
+            error = exc
+        for entry in batch:
+            active = entry.active
+            try:
+                # Shutdown recorded an interrupted run already; free its lease now it ended.
+                self._record(
+                    active, entry.outcome, entry.error, error_recording=error, recorded=True
+                )
+            except Exception:
+                logger.exception("unexpected error recording %s", active.task.full_name)
+            lease = active.lease
             logger.info(
                 "%s slot=%s fence=%s outcome=%s duration=%.3fs",
-                task.full_name,
+                active.task.full_name,
                 lease.slot,
                 lease.fence,
-                outcome,
-                duration,
+                entry.outcome,
+                entry.duration,
             )
             self.events.emit(
                 RunFinished(
-                    task=task.full_name,
+                    task=active.task.full_name,
                     slot=lease.slot,
                     fence=lease.fence,
                     manual=lease.manual,
-                    outcome=outcome,
-                    duration=duration,
-                    error=error,
+                    outcome=entry.outcome,
+                    duration=entry.duration,
+                    error=entry.error,
                 )
             )
-        return outcome
 
     def _record(
-        self, active: _ActiveRun, outcome: str, error: str | None, *, grouped: bool = False
+        self,
+        active: _ActiveRun,
+        outcome: str,
+        error: str | None,
+        *,
+        error_recording: StoreError | None = None,
+        recorded: bool = False,
     ) -> None:
+        """Record the outcome and release (unless ``recorded`` already, in a batch)."""
         self.stats.add(f"runs_{outcome}")
         try:
+            if error_recording is not None and not active.interrupted:
+                raise error_recording
             if not active.interrupted:
                 # Release only here, when the task has really returned.
-                if grouped:
-                    self._finisher.finish((active.lease, outcome, error))
-                else:
+                if not recorded:
                     self.store.finish(active.lease, outcome, error, release=True)
             else:
                 # Shutdown already recorded it as interrupted; free the lease now it ended.
@@ -605,4 +651,10 @@ class TickRunner:
                 logger.warning("%s: could not record the interruption: %s", run.task.full_name, exc)
 
     def close(self) -> None:
+        with self._finish_changed:
+            self._finisher_closed = True
+            self._finish_changed.notify_all()
+            finisher = self._finisher
+        if finisher is not None and finisher is not threading.current_thread():
+            finisher.join(timeout=10)  # it writes what is queued, then stops
         self.heartbeats.close()

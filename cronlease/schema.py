@@ -80,5 +80,8 @@ runs = Table(
     # The database itself refuses a second run of a slot (defence in depth).
     UniqueConstraint("name", "slot", "manual", name="cronlease_runs_slot_key"),
     Index("cronlease_runs_started", "name", "started_at"),
+    # Every acquisition sweeps the task's runs still 'running' (a dead holder's):
+    # without this it would scan the task's whole history.
+    Index("cronlease_runs_outcome", "name", "outcome"),
     **MYSQL_TABLE_OPTIONS,
 )

@@ -188,9 +188,7 @@ class LeaseStore:
         sent_at = time.monotonic()
         what = f"acquiring the leases of {len(requests)} task(s)"
         try:
-            results = self._once(
-                lambda conn: self.statements.acquire_many(conn, requests, nonces)
-            )
+            results = self._once(lambda conn: self.statements.acquire_many(conn, requests, nonces))
         except DBAPIError as exc:
             if not exc.connection_invalidated:
                 raise StoreError(f"{what} failed: {describe_error(exc)}") from exc

@@ -76,6 +76,24 @@ class Finish:
     release: bool = True
 
 
+def state_after_upsert(
+    *, slot: int, expires_at: float, paused: bool, db_now: float, request: AcquireRequest
+) -> LeaseState:
+    """The row a refused upsert left, read back later in the same transaction (SQLite, MySQL).
+
+    The read-back's clock is later than the upsert's. The row was locked (MySQL)
+    or the database serialized (SQLite) in between, so a row that is free now,
+    not paused and of an older slot was refused only because its lease was
+    still held at the upsert and expired since (unless the future gate refused
+    it): say so (held, 0 s left), or the late pickup that would win it right
+    away is not tried.
+    """
+    in_time = request.slot / 1000.0 <= db_now + request.tolerance  # not refused as future
+    if not paused and expires_at < db_now and (request.manual or (slot < request.slot and in_time)):
+        db_now = expires_at
+    return LeaseState(slot=slot, expires_at=expires_at, paused=paused, db_now=db_now)
+
+
 class Statements(ABC):
     """The lease and history statements of one backend."""
 

@@ -78,6 +78,7 @@ from cronlease.dialects.base import (
     name_param,
     run_slot_param,
     slot_param,
+    state_after_upsert,
     ttl_param,
 )
 from cronlease.model import AcquireRequest, LeaseState
@@ -337,11 +338,12 @@ class MySQLStatements(Statements):
             if row is None:  # a task that never ran, and a slot from the future
                 return None
             if not row.won:
-                return LeaseState(
+                return state_after_upsert(
                     slot=int(row.slot),
                     expires_at=float(row.expires_at),
                     paused=bool(row.paused),
                     db_now=float(row.db_now),
+                    request=request,
                 )
             fence = int(row.fence)
             conn.execute(self._abandon, {"b_name": request.name, "b_fence": fence})
@@ -444,11 +446,12 @@ class MySQLStatements(Statements):
                 results.append(int(row.fence))
             else:
                 results.append(
-                    LeaseState(
+                    state_after_upsert(
                         slot=int(row.slot),
                         expires_at=float(row.expires_at),
                         paused=bool(row.paused),
                         db_now=float(row.db_now),
+                        request=request,
                     )
                 )
         return results

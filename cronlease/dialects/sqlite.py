@@ -24,6 +24,7 @@ from cronlease.dialects.base import (
     acquire_params,
     manual_param,
     run_slot_param,
+    state_after_upsert,
 )
 from cronlease.dialects.on_conflict import build_acquire, build_set_paused
 from cronlease.model import AcquireRequest, LeaseState
@@ -99,7 +100,16 @@ class SQLiteStatements(Statements):
         with conn.begin():
             rows = conn.execute(statement, params).all()
             if not rows:
-                return self._read_state(conn, request.name)
+                row = conn.execute(self._state, {"b_name": request.name}).first()
+                if row is None:
+                    return None
+                return state_after_upsert(
+                    slot=int(row[0]),
+                    expires_at=float(row[1]),
+                    paused=bool(row[2]),
+                    db_now=float(row[3]),
+                    request=request,
+                )
             fence = int(rows[0].fence)
             conn.execute(self._abandon, {"b_name": request.name, "b_fence": fence})
             conn.execute(
@@ -161,11 +171,12 @@ class SQLiteStatements(Statements):
             elif request.name in states:
                 row = states[request.name]
                 results.append(
-                    LeaseState(
+                    state_after_upsert(
                         slot=int(row.slot),
                         expires_at=float(row.expires_at),
                         paused=bool(row.paused),
                         db_now=float(row.db_now),
+                        request=request,
                     )
                 )
             else:

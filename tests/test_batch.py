@@ -1,0 +1,286 @@
+"""Batched acquisition: ticks due together on a replica take their leases in one statement.
+
+The contract and multi-process suites run through the batched path already
+(the Scheduler's executor uses it); these tests pin what is specific to it:
+refusal reasons per task, concurrent overlapping batches without deadlock,
+late pickup, and real replica processes with many tasks each, counted at
+the side-effect ledger. Run as ``python -m tests.test_batch URL PREFIX COUNT``
+this module is one such replica.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+
+import pytest
+from sqlalchemy import create_engine, select
+
+from cronlease import RunContext, Scheduler
+from cronlease.database import normalize_url
+from cronlease.errors import StoreError
+from cronlease.events import TickSkipped
+from cronlease.model import AcquireRequest, Lease, Refusal
+from cronlease.schedule import time_of_slot
+from cronlease.store import LeaseStore
+from tests.support import ledger
+from tests.support.procs import Proc, wait_for
+
+REPLICAS = 3
+TASKS = 50
+
+
+def now_slot() -> int:
+    return int(time.time()) * 1000
+
+
+def request(name: str, slot: int, *, ttl: float = 5.0, tolerance: float = 0.5) -> AcquireRequest:
+    return AcquireRequest(name=name, slot=slot, ttl=ttl, holder="batch-test", tolerance=tolerance)
+
+
+def test_a_batch_explains_each_refusal(store: LeaseStore, task_name: str) -> None:
+    names = [f"{task_name}-{i}" for i in range(5)]
+    slot = now_slot()
+    first = store.try_acquire_many([request(name, slot) for name in names[:4]])
+    assert all(isinstance(result, Lease) for result in first)
+    assert len({result.holder for result in first if isinstance(result, Lease)}) == 4
+    store.pause(names[1])
+    store.finish(first[2], "succeeded")  # type: ignore[arg-type]
+    batch = [
+        request(names[0], slot),  # taken: this slot ran already
+        request(names[1], slot - 1000),  # paused
+        request(names[2], slot + 1),  # released: wins with the next fence
+        request(names[3], slot + 1),  # held: the run of `slot` is still going
+        request(names[4], slot + 3_600_000),  # future, on a task that never ran
+    ]
+    results = store.try_acquire_many(batch)
+    assert [getattr(r, "reason", None) for r in results] == [
+        "taken",
+        "paused",
+        None,
+        "held",
+        "future",
+    ]
+    assert isinstance(results[2], Lease) and results[2].fence == 2
+    held = results[3]
+    assert isinstance(held, Refusal) and held.expires_in is not None and 0 < held.expires_in <= 5
+    # the winner's run row was written with the acquisition, the refused ones' not
+    runs = store.history(names[2])
+    assert [(run.slot, run.fence, run.outcome) for run in runs] == [
+        (slot + 1, 2, "running"),
+        (slot, 1, "succeeded"),
+    ]
+    assert [run.slot for run in store.history(names[3])] == [slot]
+    store.finish_many([(results[2], "failed", "boom")])
+    latest = store.history(names[2])[0]
+    assert (latest.outcome, latest.error) == ("failed", "boom")
+    # released by finish_many: the next slot is free at once
+    again = store.try_acquire_many([request(names[2], slot + 2)])
+    assert isinstance(again[0], Lease) and again[0].fence == 3
+
+
+def test_a_batch_marks_abandoned_runs(store: LeaseStore, task_name: str) -> None:
+    slot = now_slot()
+    (lease,) = store.try_acquire_many([request(task_name, slot - 2000, ttl=0.05)])
+    assert isinstance(lease, Lease)
+    wait_for(
+        lambda: isinstance(store.try_acquire_many([request(task_name, slot)])[0], Lease),
+        5,
+        "the dead holder's lease to expire",
+    )
+    outcomes = {run.slot: run.outcome for run in store.history(task_name)}
+    assert outcomes == {slot - 2000: "abandoned", slot: "running"}
+    store.finish_many([(lease, "succeeded", None)])  # the dead holder comes back late
+    assert {run.slot: run.outcome for run in store.history(task_name)}[slot - 2000] == "lost"
+
+
+def test_a_batch_names_each_task_once(store: LeaseStore, task_name: str) -> None:
+    with pytest.raises(ValueError, match="at most once"):
+        store.try_acquire_many([request(task_name, 1000), request(task_name, 2000)])
+
+
+@pytest.mark.slow
+def test_overlapping_batches_in_any_order_never_deadlock(
+    store: LeaseStore, db_url: str, task_name: str
+) -> None:
+    """Threads race shuffled, overlapping batches; every slot is won exactly once, no errors."""
+    names = [f"{task_name}-{i:02d}" for i in range(30)]
+    stores = [LeaseStore.from_url(db_url) for _ in range(4)]
+    wins: Counter[tuple[str, int]] = Counter()
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    base = now_slot() - 60_000
+    gate = threading.Barrier(len(stores))
+
+    def race(own: LeaseStore, seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for round_ in range(15):
+                chosen = rng.sample(names, 20)
+                slot = base + round_ * 10
+                gate.wait(timeout=30)
+                results = own.try_acquire_many([request(name, slot, ttl=0.001) for name in chosen])
+                won = [r for r in results if isinstance(r, Lease)]
+                own.finish_many([(lease, "succeeded", None) for lease in won])
+                with lock:
+                    wins.update((lease.name, lease.slot) for lease in won)
+        except (StoreError, threading.BrokenBarrierError) as exc:
+            errors.append(exc)
+            gate.abort()
+
+    threads = [threading.Thread(target=race, args=(s, i)) for i, s in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    for own in stores:
+        own.dispose()
+    assert not errors, errors
+    assert wins and max(wins.values()) == 1, [key for key, n in wins.items() if n > 1]
+
+
+def test_late_pickup_and_skip_events_on_the_batched_path(db_url: str, task_name: str) -> None:
+    """A tick refused as held is retried in a batch when the lease expires; reasons reach events."""
+    scheduler = Scheduler(db_url, history_retention=None)
+    runs: list[int] = []
+    skips: list[TickSkipped] = []
+    scheduler.listen(skips.append, TickSkipped)
+    paused_name = f"{task_name}-paused"
+    slot = now_slot()  # a fire time of both tasks, well within their 5 s grace
+    fire_time = time_of_slot(slot).astimezone(timezone.utc)
+    task = scheduler.add_task(
+        lambda ctx: runs.append(ctx.slot), every="10s", name=task_name, anchor=fire_time
+    )
+    paused = scheduler.add_task(lambda: None, every="10s", name=paused_name, anchor=fire_time)
+    runner = scheduler.runner
+    runner.ensure_schema()
+    scheduler.store.pause(paused_name)
+    # a dead holder's run of the previous slot, with 1 s left on its lease
+    dead = scheduler.store.try_acquire(
+        AcquireRequest(name=task_name, slot=slot - 10_000, ttl=1.0, holder="dead", tolerance=5)
+    )
+    assert isinstance(dead, Lease)
+    batch = runner.acquire_ticks([_tick(task, fire_time), _tick(paused, fire_time)])
+    assert batch.runs == [] and len(batch.retries) == 1
+    due, retry = batch.retries[0]
+    assert 0 < due - time.monotonic() <= 1.1
+    assert [(s.task, s.reason) for s in skips] == [(paused_name, "paused")]
+    wait_for(lambda: time.monotonic() >= due, 5, "the held lease to expire")
+    again = runner.acquire_ticks([retry])
+    assert len(again.runs) == 1 and again.retries == []
+    assert again.runs[0]() == "succeeded"
+    assert runs == [slot]
+    assert scheduler.stats["late_pickups"] == 1
+    # the finisher thread records it (with whatever else ended meanwhile)
+    wait_for(
+        lambda: (
+            [run.outcome for run in scheduler.store.history(task_name)][:2]
+            == ["succeeded", "abandoned"]
+        ),
+        5,
+        "the run to be recorded",
+    )
+    assert scheduler.runner.running == []
+    scheduler.runner.close()
+    scheduler.store.dispose()
+
+
+def _tick(task: object, fire_time: datetime) -> object:
+    from cronlease.runner import Tick
+
+    return Tick(task, fire_time)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_replica_processes_with_many_tasks_run_every_slot_once(db_url: str, task_name: str) -> None:
+    ledger.setup(db_url)
+    replicas = [
+        Proc("-m", "tests.test_batch", db_url, task_name, str(TASKS)) for _ in range(REPLICAS)
+    ]
+    try:
+        for replica in replicas:
+            replica.expect("started")
+        start_ms = (int(time.time()) + 1) * 1000
+
+        def slots_with_all_up() -> int:
+            return len({slot for _, slot in _ledger_rows(db_url, task_name) if slot >= start_ms})
+
+        wait_for(lambda: slots_with_all_up() >= 4, 30, "four slots with every replica up")
+    finally:
+        codes = [replica.terminate() for replica in replicas]
+    assert codes == [0] * REPLICAS, [replica.stderr()[-2000:] for replica in replicas]
+    stats = [_stats_line(replica) for replica in replicas]
+    rows = _ledger_rows(db_url, task_name)
+    by_task: dict[str, list[int]] = defaultdict(list)
+    for task, slot in rows:
+        by_task[task].append(slot)
+    assert len(by_task) == TASKS
+    for task, slots in by_task.items():
+        counts = Counter(slots)
+        assert max(counts.values()) == 1, (task, [s for s, n in counts.items() if n > 1])
+        expected = set(range(min(slots), max(slots) + 1000, 1000))
+        assert not expected - set(slots), (task, sorted(expected - set(slots)))
+    # every task ran in the slots all replicas were up for, spread over the replicas
+    assert all(sum(s >= start_ms for s in slots) >= 3 for slots in by_task.values())
+    # and the replicas acquired them in batches, not one statement per task
+    for stat in stats:
+        assert stat["acquire_batches"] > 0
+        assert stat["acquire_batch_ticks"] / stat["acquire_batches"] >= TASKS / 2, stat
+
+
+def _ledger_rows(url: str, prefix: str) -> list[tuple[str, int]]:
+    table = ledger.ledger
+    with ledger._engine(url).connect() as conn:
+        rows = conn.execute(
+            select(table.c.task, table.c.slot).where(table.c.task.like(f"{prefix}-%"))
+        ).all()
+    return [(str(task), int(slot)) for task, slot in rows]
+
+
+def _stats_line(replica: Proc) -> dict[str, int]:
+    line = replica.expect("stats", timeout=10)
+    return {key: int(value) for key, value in (pair.split("=") for pair in line.split()[1:])}
+
+
+def replica_main(url: str, prefix: str, count: int) -> None:
+    """One replica process: ``count`` tasks every second, each appending its slot to the ledger."""
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
+    )
+    scheduler = Scheduler(url, history_retention=None)
+    # A pooled ledger connection per worker: a connection per append (as in
+    # tests/support/ledger.py) costs MariaDB more than the runs can spare here.
+    connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
+    engine = create_engine(normalize_url(url), pool_size=16, connect_args=connect_args)
+    for index in range(count):
+        name = f"{prefix}-{index:03d}"
+
+        def write(ctx: RunContext, name: str = name) -> None:
+            with engine.begin() as conn:
+                conn.execute(
+                    ledger.ledger.insert().values(task=name, slot=ctx.slot, pid=os.getpid())
+                )
+
+        scheduler.add_task(write, every="1s", name=name)
+
+    def announce() -> None:
+        while not scheduler.running:
+            threading.Event().wait(0.01)
+        print("started", flush=True)
+
+    threading.Thread(target=announce, daemon=True).start()
+    scheduler.run_forever()
+    stats = scheduler.stats.snapshot()
+    keys = ["acquire_batches", "acquire_batch_ticks", "ticks_missed"]
+    keys += sorted(key for key in stats if key.startswith("ticks_skipped_") or "lease" in key)
+    print("stats", " ".join(f"{key}={stats.get(key, 0)}" for key in keys), flush=True)
+
+
+if __name__ == "__main__":
+    replica_main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
