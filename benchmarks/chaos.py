@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
 
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER_DDL = (
@@ -124,7 +125,10 @@ def main() -> None:
     namespace = f"chaos-{run_id}"
     url = args.database
     psycopg_url = url.replace("postgresql+psycopg://", "postgresql://")
-    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    # NullPool: the harness restarts PostgreSQL, so it must not keep connections
+    engine = create_engine(
+        url.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=NullPool
+    )
     with engine.begin() as conn:
         conn.execute(text(LEDGER_DDL))
 
@@ -178,7 +182,8 @@ def main() -> None:
             victim.proc.kill()
             victim.proc.wait()
             start(victim, config)
-            next_kill += args.kill_every
+            # jittered, so kills do not always land at the same phase of the second
+            next_kill += args.kill_every * rng.uniform(0.6, 1.4)
         time.sleep(0.05)
     for replica in replicas:
         assert replica.proc is not None
@@ -213,14 +218,22 @@ def main() -> None:
     takeovers: list[float] = []
     per_kill_task_misses: Counter[tuple[int, str]] = Counter()
     for killed_at, pid in kills:
-        for name, slot, holder, outcome, _ in runs:
-            if f":{pid}:" in holder and outcome in ("abandoned", "lost", "running"):
+        for name, slot, holder, outcome, started_at in runs:
+            # a run of the victim that was still in progress when it was killed
+            interrupted = (
+                f":{pid}:" in holder
+                and outcome in ("abandoned", "lost", "running")
+                and 0 <= killed_at - started_at < 5.0
+            )
+            if interrupted:
                 task = name.split(":", 1)[1]
                 later = [r for r in runs if r[0] == name and r[1] > slot]
                 if later:
                     takeovers.append(later[0][4] - killed_at)
+                # the interrupted tick itself counts: a kill may cost it, and no more
+                next_slot = later[0][1] if later else last_slot + 1
                 per_kill_task_misses[(pid, task)] += sum(
-                    1 for t, s in missed if t == task and slot < s < (later[0][1] if later else 0)
+                    1 for t, s in missed if t == task and slot <= s < next_slot
                 )
     left_running = sum(1 for r in runs if r[3] == "running")
     table = [
