@@ -273,13 +273,15 @@ class LeaseStore:
             f"finishing the run of {lease.name!r}",
             lambda conn: self.statements.finish(
                 conn,
-                name=lease.name,
-                run_slot=lease.slot,
-                manual=lease.manual,
-                fence=lease.fence,
-                outcome=outcome,
-                error=truncate_error(error),
-                release=release,
+                Finish(
+                    name=lease.name,
+                    slot=lease.slot,
+                    manual=lease.manual,
+                    fence=lease.fence,
+                    outcome=outcome,
+                    error=truncate_error(error),
+                    release=release,
+                ),
             ),
         )
 

@@ -75,6 +75,17 @@ class Finish:
     error: str | None
     release: bool = True
 
+    def params(self) -> dict[str, Any]:
+        """Bind parameters of the single-run finish statements."""
+        return {
+            "b_name": self.name,
+            "b_run_slot": self.slot,
+            "b_manual": self.manual,
+            "b_fence": self.fence,
+            "b_outcome": self.outcome,
+            "b_error": self.error,
+        }
+
 
 def state_after_upsert(
     *, slot: int, expires_at: float, paused: bool, db_now: float, request: AcquireRequest
@@ -235,16 +246,7 @@ class Statements(ABC):
     def finish_many(self, conn: Connection, items: Sequence[Finish]) -> None:
         """:meth:`finish` for runs of distinct tasks; backends override it with one transaction."""
         for item in items:
-            self.finish(
-                conn,
-                name=item.name,
-                run_slot=item.slot,
-                manual=item.manual,
-                fence=item.fence,
-                outcome=item.outcome,
-                error=item.error,
-                release=item.release,
-            )
+            self.finish(conn, item)
 
     @abstractmethod
     def set_paused(self, conn: Connection, name: str) -> None:
@@ -252,33 +254,15 @@ class Statements(ABC):
 
     # --- shared -----------------------------------------------------------
 
-    def finish(
-        self,
-        conn: Connection,
-        *,
-        name: str,
-        run_slot: int,
-        manual: bool,
-        fence: int,
-        outcome: str,
-        error: str | None,
-        release: bool,
-    ) -> None:
+    def finish(self, conn: Connection, item: Finish) -> None:
         """Record the run's outcome; with ``release``, free the lease for the next slot."""
         with conn.begin():
             conn.execute(
                 self._finish_run,
-                {
-                    "b_name": name,
-                    "b_run_slot": run_slot,
-                    "b_manual": manual,
-                    "b_fence": fence,
-                    "b_outcome": outcome,
-                    "b_error": error,
-                },
+                item.params(),
             )
-            if release:
-                conn.execute(self._release, {"b_name": name, "b_fence": fence})
+            if item.release:
+                conn.execute(self._release, {"b_name": item.name, "b_fence": item.fence})
 
     def heartbeat(self, conn: Connection, name: str, fence: int, ttl: float) -> bool:
         with conn.begin():

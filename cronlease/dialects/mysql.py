@@ -353,35 +353,14 @@ class MySQLStatements(Statements):
             )
             return fence
 
-    def finish(
-        self,
-        conn: Connection,
-        *,
-        name: str,
-        run_slot: int,
-        manual: bool,
-        fence: int,
-        outcome: str,
-        error: str | None,
-        release: bool,
-    ) -> None:
+    def finish(self, conn: Connection, item: Finish) -> None:
         # The lease row first, as in acquire: a late finish that locked its run
         # row first could deadlock with a winner that is abandoning that run.
         with conn.begin():
             conn.exec_driver_sql(READ_COMMITTED)
-            if release:
-                conn.execute(self._release, {"b_name": name, "b_fence": fence})
-            conn.execute(
-                self._finish_run,
-                {
-                    "b_name": name,
-                    "b_run_slot": run_slot,
-                    "b_manual": manual,
-                    "b_fence": fence,
-                    "b_outcome": outcome,
-                    "b_error": error,
-                },
-            )
+            if item.release:
+                conn.execute(self._release, {"b_name": item.name, "b_fence": item.fence})
+            conn.execute(self._finish_run, item.params())
 
     def acquire_many(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]

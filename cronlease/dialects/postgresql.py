@@ -227,40 +227,12 @@ class PostgreSQLStatements(Statements):
             db_now=float(row.db_now),
         )
 
-    def finish(
-        self,
-        conn: Connection,
-        *,
-        name: str,
-        run_slot: int,
-        manual: bool,
-        fence: int,
-        outcome: str,
-        error: str | None,
-        release: bool,
-    ) -> None:
-        if not release:
-            super().finish(
-                conn,
-                name=name,
-                run_slot=run_slot,
-                manual=manual,
-                fence=fence,
-                outcome=outcome,
-                error=error,
-                release=False,
-            )
+    def finish(self, conn: Connection, item: Finish) -> None:
+        if not item.release:
+            super().finish(conn, item)
             return
-        params = {
-            "b_name": name,
-            "b_run_slot": run_slot,
-            "b_manual": manual,
-            "b_fence": fence,
-            "b_outcome": outcome,
-            "b_error": error,
-        }
         with conn.begin():
-            conn.execute(self._finish_and_release, params).all()
+            conn.execute(self._finish_and_release, item.params()).all()
 
     def acquire_many(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
