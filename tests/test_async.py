@@ -7,6 +7,7 @@ import threading
 import time
 
 from cronlease import RunContext, RunStarted, Scheduler
+from tests.support.procs import wait_for
 
 
 def test_async_tasks_run_on_the_loop_that_started_the_scheduler(
@@ -53,7 +54,5 @@ def test_async_task_without_a_running_loop_gets_its_own(db_url: str, task_name: 
         threads.append(threading.current_thread().name)
 
     with scheduler:
-        deadline = time.monotonic() + 20
-        while len(threads) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: len(threads) >= 2, 20, "two runs")
     assert len(threads) >= 2 and all(name.startswith("cronlease-worker") for name in threads)
