@@ -205,10 +205,21 @@ class TickRunner:
         Never raises for a database error or a failing task. A ``catch_up``
         tick (missed while every replica was down) is exempt from the grace.
         """
+        request = self._admit(task, fire_time, datetime.now(timezone.utc), exempt=catch_up)
+        if request is None:
+            return None
+        pickup_until = None if catch_up else fire_time.timestamp() + task.grace_for(fire_time)
+        return self._acquire_and_run(task, request, fire_time, pickup_until)
+
+    def _admit(
+        self, task: Task, fire_time: datetime, now: datetime, *, exempt: bool
+    ) -> AcquireRequest | None:
+        """The per-tick checks before any acquisition: grace (unless ``exempt``), then
+        local overlap. Returns the request to send, or None (skip emitted)."""
         slot = slot_of(fire_time)
         grace = task.grace_for(fire_time)
-        lateness = (datetime.now(timezone.utc) - fire_time).total_seconds()
-        if lateness > grace and not catch_up:
+        lateness = (now - fire_time).total_seconds()
+        if lateness > grace and not exempt:
             self.stats.add("ticks_missed")
             self._skipped(task, slot, "misfire")
             logger.warning(
@@ -226,7 +237,7 @@ class TickRunner:
                     "%s: tick %s skipped: the previous run is still going", task.full_name, slot
                 )
                 return None
-        request = AcquireRequest(
+        return AcquireRequest(
             name=task.full_name,
             slot=slot,
             ttl=task.ttl(fire_time),
@@ -234,8 +245,6 @@ class TickRunner:
             tolerance=task.schedule.tolerance(fire_time),
             fingerprint=task.schedule.fingerprint,
         )
-        pickup_until = None if catch_up else fire_time.timestamp() + grace
-        return self._acquire_and_run(task, request, fire_time, pickup_until)
 
     def acquire_ticks(self, ticks: Sequence[Tick]) -> Batch:
         """Decide ticks that fell due together: the survivors' leases in one batch.
@@ -259,34 +268,9 @@ class TickRunner:
             if self._stopped.is_set():
                 self._skipped(task, slot, "shutdown")
                 continue
-            grace = task.grace_for(fire_time)
-            lateness = (now - fire_time).total_seconds()
-            if tick.retry_until is None and lateness > grace:
-                self.stats.add("ticks_missed")
-                self._skipped(task, slot, "misfire")
-                logger.warning(
-                    "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
-                    task.full_name,
-                    fire_time.isoformat(),
-                    lateness,
-                    grace,
-                )
+            request = self._admit(task, fire_time, now, exempt=tick.retry_until is not None)
+            if request is None:
                 continue
-            with self._active_changed:
-                if task.full_name in self._active:
-                    self._skipped(task, slot, "overlap")
-                    logger.debug(
-                        "%s: tick %s skipped: the previous run is still going", task.full_name, slot
-                    )
-                    continue
-            request = AcquireRequest(
-                name=task.full_name,
-                slot=slot,
-                ttl=task.ttl(fire_time),
-                holder=self.holder,
-                tolerance=task.schedule.tolerance(fire_time),
-                fingerprint=task.schedule.fingerprint,
-            )
             candidates.append((tick, request))
         if not candidates:
             return batch

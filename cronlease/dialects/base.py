@@ -160,16 +160,18 @@ class Statements(ABC):
         self._state = select(leases.c.slot, leases.c.expires_at, leases.c.paused, now).where(
             leases.c.name == name_param
         )
-        self._lease_columns = [
-            leases.c.name,
-            leases.c.holder,
-            leases.c.fence,
-            leases.c.slot,
-            leases.c.acquired_at,
-            leases.c.expires_at,
-            leases.c.paused,
-            leases.c.fingerprint,
-        ]
+        # The run row a winner records, in the acquiring transaction (SQLite, MySQL).
+        self._record_run = runs.insert().values(
+            name=name_param,
+            slot=run_slot_param,
+            manual=manual_param,
+            fence=fence_param,
+            holder=bindparam("b_holder", type_=String),
+            scheduled_for=bindparam("b_scheduled_for", type_=Double),
+            started_at=bindparam("b_started_at", type_=Double),
+            outcome=literal("running", String),
+        )
+        self._lease_columns = list(leases.c)
         self._all_leases = select(*self._lease_columns).order_by(leases.c.name)
         self._some_leases = (
             select(*self._lease_columns)
@@ -201,26 +203,21 @@ class Statements(ABC):
 
     # --- backend-specific -------------------------------------------------
 
-    @abstractmethod
     def acquire(self, conn: Connection, request: AcquireRequest, nonce_holder: str) -> int | None:
         """Take the lease for ``request`` in one atomic step; return the new fence or None.
 
         On success the run is recorded as ``running`` and runs of earlier fences
         still ``running`` become ``abandoned``, atomically with the acquisition.
         """
+        result = self.acquire_detailed(conn, request, nonce_holder)
+        return result if isinstance(result, int) else None
 
+    @abstractmethod
     def acquire_detailed(
         self, conn: Connection, request: AcquireRequest, nonce_holder: str
     ) -> int | LeaseState | None:
-        """Like :meth:`acquire`, but a refusal returns the row as it stood (None: no row).
-
-        Backends override this to learn both in one round trip; the default asks twice.
-        """
-        fence = self.acquire(conn, request, nonce_holder)
-        if fence is not None:
-            return fence
-        with conn.begin():
-            return self._read_state(conn, request.name)
+        """:meth:`acquire`, but a refusal returns the lease row as it stood (None: no row),
+        learnt in the same round trip or transaction."""
 
     def _read_state(self, conn: Connection, name: str) -> LeaseState | None:
         row = conn.execute(self._state, {"b_name": name}).first()

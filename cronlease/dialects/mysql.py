@@ -74,9 +74,7 @@ from cronlease.dialects.base import (
     Finish,
     Statements,
     acquire_params,
-    manual_param,
     name_param,
-    run_slot_param,
     slot_param,
     state_after_upsert,
     ttl_param,
@@ -194,17 +192,6 @@ holder_param = bindparam("b_holder", type_=String)
 fingerprint_param = bindparam("b_fingerprint", type_=String)
 tolerance_param = bindparam("b_tolerance", type_=Double)
 
-_LEASE_COLUMNS = [
-    leases.c.name,
-    leases.c.holder,
-    leases.c.fence,
-    leases.c.slot,
-    leases.c.acquired_at,
-    leases.c.expires_at,
-    leases.c.paused,
-    leases.c.fingerprint,
-]
-
 
 def build_acquire(*, manual: bool) -> Any:
     """The acquisition upsert; it changes the row only if the lease was free for this slot.
@@ -243,7 +230,7 @@ def build_acquire(*, manual: bool) -> Any:
         ("expires_at", case((ours, NOW + ttl_param), else_=leases.c.expires_at)),
         ("fingerprint", case((ours, fingerprint_param), else_=leases.c.fingerprint)),
     ]
-    return insert(leases).from_select(_LEASE_COLUMNS, source).on_duplicate_key_update(assignments)
+    return insert(leases).from_select(list(leases.c), source).on_duplicate_key_update(assignments)
 
 
 def build_set_paused() -> Any:
@@ -299,20 +286,6 @@ class MySQLStatements(Statements):
             leases.c.paused,
             NOW.label("db_now"),
         ).where(leases.c.name == name_param)
-        self._record_run = runs.insert().values(
-            name=name_param,
-            slot=run_slot_param,
-            manual=manual_param,
-            fence=bindparam("b_fence", type_=BigInteger),
-            holder=holder_param,
-            scheduled_for=bindparam("b_scheduled_for", type_=Double),
-            started_at=bindparam("b_started_at", type_=Double),
-            outcome=literal("running", String),
-        )
-
-    def acquire(self, conn: Connection, request: AcquireRequest, nonce_holder: str) -> int | None:
-        result = self.acquire_detailed(conn, request, nonce_holder)
-        return result if isinstance(result, int) else None
 
     def acquire_detailed(
         self, conn: Connection, request: AcquireRequest, nonce_holder: str

@@ -68,16 +68,7 @@ def build_acquire(insert: Callable[[Any], Any], now: ColumnElement[float], *, ma
         lease_free = and_(lease_free, leases.c.slot < excluded.slot)
     return (
         statement.from_select(
-            [
-                leases.c.name,
-                leases.c.holder,
-                leases.c.fence,
-                leases.c.slot,
-                leases.c.acquired_at,
-                leases.c.expires_at,
-                leases.c.paused,
-                leases.c.fingerprint,
-            ],
+            list(leases.c),
             source,
         )
         .on_conflict_do_update(

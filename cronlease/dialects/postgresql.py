@@ -206,10 +206,6 @@ class PostgreSQLStatements(Statements):
             .add_cte(abandoned, recorded)
         )
 
-    def acquire(self, conn: Connection, request: AcquireRequest, nonce_holder: str) -> int | None:
-        result = self.acquire_detailed(conn, request, nonce_holder)
-        return result if isinstance(result, int) else None
-
     def acquire_detailed(
         self, conn: Connection, request: AcquireRequest, nonce_holder: str
     ) -> int | LeaseState | None:

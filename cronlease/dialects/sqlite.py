@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sqlalchemy import Double, bindparam, literal_column, select, text
+from sqlalchemy import Double, literal_column, select, text
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.engine import Connection
 
@@ -22,13 +22,11 @@ from cronlease.dialects.base import (
     Finish,
     Statements,
     acquire_params,
-    manual_param,
-    run_slot_param,
     state_after_upsert,
 )
 from cronlease.dialects.on_conflict import build_acquire, build_set_paused
 from cronlease.model import AcquireRequest, LeaseState
-from cronlease.schema import leases, runs
+from cronlease.schema import leases
 
 __all__ = ["STATEMENTS", "SQLiteStatements"]
 
@@ -76,21 +74,7 @@ class SQLiteStatements(Statements):
         self._acquire = build_acquire(insert, NOW, manual=False)
         self._acquire_manual = build_acquire(insert, NOW, manual=True)
         self._set_paused = build_set_paused(insert)
-        self._record_run = runs.insert().values(
-            name=bindparam("b_name"),
-            slot=run_slot_param,
-            manual=manual_param,
-            fence=bindparam("b_fence"),
-            holder=bindparam("b_holder"),
-            scheduled_for=bindparam("b_scheduled_for", type_=Double),
-            started_at=bindparam("b_started_at", type_=Double),
-            outcome="running",
-        )
         self._select_now = select(NOW)
-
-    def acquire(self, conn: Connection, request: AcquireRequest, nonce_holder: str) -> int | None:
-        result = self.acquire_detailed(conn, request, nonce_holder)
-        return result if isinstance(result, int) else None
 
     def acquire_detailed(
         self, conn: Connection, request: AcquireRequest, nonce_holder: str
