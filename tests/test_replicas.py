@@ -31,13 +31,16 @@ def test_two_processes_race_for_each_tick(db_url: str, task_name: str) -> None:
     workers = [Proc("-m", "tests.support.race_worker", db_url, task_name) for _ in range(2)]
     try:
         outcomes: list[list[str]] = []
-        for _ in range(RACE_ROUNDS):
+        for round_number in range(RACE_ROUNDS):
             for worker in workers:
                 worker.expect("ready")
             # Both wait on the gate; the tick is "now", as APScheduler would fire it.
+            # They leave the gate at one shared instant, and the order the gate
+            # opens in alternates, so neither gets a head start every round.
             fire_ms = round(time.time() * 1000)
-            for worker in workers:
-                worker.send(f"go {fire_ms}")
+            start_at = time.time() + 0.05
+            for worker in workers if round_number % 2 else reversed(workers):
+                worker.send(f"go {fire_ms} {start_at:.6f}")
             outcomes.append([worker.expect("done").split()[1] for worker in workers])
         for worker in workers:
             worker.send("stop")

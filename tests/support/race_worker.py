@@ -1,13 +1,16 @@
 """A replica process for the start-gate race: ``race_worker.py URL TASK``.
 
-For each round it prints ``ready``, waits for ``go <fire-time-ms>`` on stdin
-(the start gate), runs that tick through the real TickRunner, and prints
-``done <outcome>``. The task appends to the ledger.
+For each round it prints ``ready``, waits for ``go <fire-time-ms> <start-at>``
+on stdin, sleeps until the wall-clock instant ``start-at`` (the start gate:
+both processes leave it together, whichever read its line first), runs that
+tick through the real TickRunner, and prints ``done <outcome>``. The task
+appends to the ledger.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from datetime import datetime, timezone
 
 from cronlease import Scheduler
@@ -30,6 +33,7 @@ def main() -> None:
         if not command or command[0] != "go":
             break
         fire_time: datetime = time_of_slot(int(command[1])).astimezone(timezone.utc)
+        time.sleep(max(0.0, float(command[2]) - time.time()))
         outcome = scheduler.runner.run_tick(task, fire_time)
         print("done", outcome, flush=True)
         print("ready", flush=True)
