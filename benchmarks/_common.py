@@ -7,6 +7,7 @@ command that produced its table, the machine, and medians of several runs;
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -14,12 +15,12 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Engine, make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -30,6 +31,43 @@ POSTGRES_ADMIN_URL = os.environ.get(
 )
 MYSQL_URL = os.environ.get("CRONLEASE_BENCH_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
 BENCH_DATABASE = "cronlease_bench"
+
+# (statement, parameters, positional parameter names or None for a mapping)
+StatementWatcher = Callable[[str, Any, "tuple[str, ...] | None"], None]
+
+
+@contextlib.contextmanager
+def watch_statements(engine: Engine, on_statement: StatementWatcher) -> Iterator[None]:
+    """Report every statement cronlease sends to the driver on ``engine``.
+
+    Two paths: SQLAlchemy's execution (its cursor events) and cronlease's
+    driver statements, which bypass those events (cronlease.dialects.driver).
+    """
+    from cronlease.dialects.driver import DriverStatement
+
+    def on_execute(
+        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
+    ) -> None:
+        compiled = getattr(context, "compiled", None)
+        names = (
+            tuple(compiled.positiontup) if compiled is not None and compiled.positiontup else None
+        )
+        on_statement(statement, parameters, names)
+
+    original = DriverStatement.execute
+
+    def driver_execute(self: DriverStatement, conn: Any, params: Any) -> Any:
+        compiled = self.compiled(conn.dialect)
+        on_statement(compiled.sql, compiled.parameters(params), compiled.positions)
+        return original(self, conn, params)
+
+    event.listen(engine, "before_cursor_execute", on_execute)
+    DriverStatement.execute = driver_execute  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DriverStatement.execute = original  # type: ignore[method-assign]
+        event.remove(engine, "before_cursor_execute", on_execute)
 
 
 def postgres_url() -> str:

@@ -1,7 +1,7 @@
 """Single acquisition: cronlease's acquire path vs the identical SQL through the raw driver.
 
 For each backend, one cronlease ``LeaseStore.try_acquire`` and one replay of
-exactly the statements it sent (captured from SQLAlchemy's cursor events,
+exactly the statements it sent (captured where they reach the driver,
 with the same parameters but this attempt's slot and nonce) through the raw
 DB-API connection (psycopg, sqlite3, PyMySQL) — the same connection, the
 only one in the pool — alternate, so both see the same machine noise.
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import header, median, summary, table, url_for, write_json
+from _common import header, median, summary, table, url_for, watch_statements, write_json
 from sqlalchemy import event
 
 from cronlease.database import create_store_engine
@@ -42,26 +42,17 @@ class Replay:
         self.steps: list[Step | None] = []  # None: a commit
         engine = store.engine
 
-        def on_execute(
-            conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
-        ) -> None:
-            compiled = getattr(context, "compiled", None)
-            names = (
-                tuple(compiled.positiontup)
-                if compiled is not None and compiled.positiontup
-                else None
-            )
+        def on_statement(statement: str, parameters: Any, names: tuple[str, ...] | None) -> None:
             self.steps.append((statement, parameters, names))
 
         def on_commit(conn: Any) -> None:
             self.steps.append(None)
 
-        event.listen(engine, "before_cursor_execute", on_execute)
         event.listen(engine, "commit", on_commit)
         try:
-            store.try_acquire(request)
+            with watch_statements(engine, on_statement):
+                store.try_acquire(request)
         finally:
-            event.remove(engine, "before_cursor_execute", on_execute)
             event.remove(engine, "commit", on_commit)
 
     def run(self, dbapi: Any, values: dict[str, Any]) -> None:

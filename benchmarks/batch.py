@@ -18,15 +18,24 @@ of a database of its own; pg_stat_statements is used when preloaded).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import secrets
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _common import header, median, pg_commits, pg_has_statements, table, url_for, write_json
+from _common import (
+    header,
+    median,
+    pg_commits,
+    pg_has_statements,
+    table,
+    url_for,
+    watch_statements,
+    write_json,
+)
 from acquire import Replay
-from sqlalchemy import event
 
 from cronlease.database import create_store_engine
 from cronlease.model import AcquireRequest, Lease
@@ -42,7 +51,8 @@ def run_once(backend: str, url: str, sizes: list[int], rounds: int) -> dict[int,
     def count(*_args: Any) -> None:
         statements["count"] += 1
 
-    event.listen(engine, "before_cursor_execute", count)
+    watching = contextlib.ExitStack()
+    watching.enter_context(watch_statements(engine, count))
     out: dict[int, dict[str, float]] = {}
     base = int(time.time() * 1000) - 3_600_000
     for n in sizes:
@@ -126,6 +136,7 @@ def run_once(backend: str, url: str, sizes: list[int], rounds: int) -> dict[int,
             "transactions": xacts / rounds if backend == "postgresql" else float("nan"),
             "won": won / rounds / n,
         }
+    watching.close()
     store.dispose()
     return out
 

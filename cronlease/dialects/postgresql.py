@@ -4,6 +4,8 @@ Acquisition, the abandoned-run sweep and the new run's history row are one
 statement (data-modifying CTEs), so a crash between them cannot leave a run
 unrecorded; finishing a run and releasing its lease are one statement too.
 The clock is ``statement_timestamp()``: ``now()`` is the transaction start.
+The statements of the tick path run on the driver's cursor
+(:mod:`cronlease.dialects.driver`), the rest through SQLAlchemy.
 
 Batches (:meth:`PostgreSQLStatements.acquire_many`, ``finish_many``) are the
 same statements over ``unnest()`` of parallel array parameters: one statement
@@ -34,6 +36,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
 from cronlease.dialects.base import ABANDONED_ERROR, Finish, Statements, acquire_params
+from cronlease.dialects.driver import DriverStatement
 from cronlease.dialects.on_conflict import build_acquire, build_set_paused
 from cronlease.model import AcquireRequest, LeaseState
 from cronlease.schema import leases, runs
@@ -128,8 +131,11 @@ class PostgreSQLStatements(Statements):
 
     def __init__(self) -> None:
         super().__init__(NOW)
-        self._acquire = self._acquire_and_record(manual=False)
-        self._acquire_manual = self._acquire_and_record(manual=True)
+        self._acquire = DriverStatement(self._acquire_and_record(manual=False))
+        self._acquire_manual = DriverStatement(self._acquire_and_record(manual=True))
+        self._driver_heartbeat = DriverStatement(self._heartbeat)
+        self._acquire_many = DriverStatement(ACQUIRE_MANY)
+        self._finish_many = DriverStatement(FINISH_MANY)
         self._set_paused = build_set_paused(insert)
         # Lock the lease row before the run row, as acquisition does (its sweep of
         # abandoned runs comes after the upsert): a late finish racing a takeover
@@ -144,7 +150,7 @@ class PostgreSQLStatements(Statements):
         lease_locked = select(func.count()).select_from(locked).scalar_subquery() >= 0
         finished = self._finish_run.where(lease_locked).returning(runs.c.outcome).cte("finished")
         released = self._release.where(lease_locked).returning(leases.c.fence).cte("released")
-        self._finish_and_release = select(finished.c.outcome).add_cte(released)
+        self._finish_and_release = DriverStatement(select(finished.c.outcome).add_cte(released))
 
     def _acquire_and_record(self, *, manual: bool) -> Any:
         acquired = build_acquire(insert, NOW, manual=manual).cte("acquired")
@@ -210,25 +216,20 @@ class PostgreSQLStatements(Statements):
         self, conn: Connection, request: AcquireRequest, nonce_holder: str
     ) -> int | LeaseState | None:
         statement = self._acquire_manual if request.manual else self._acquire
-        with conn.begin():
-            (row,) = conn.execute(statement, acquire_params(request, nonce_holder)).all()
-        if row.fence is not None:
-            return int(row.fence)
-        if row.slot is None:
-            return None
-        return LeaseState(
-            slot=int(row.slot),
-            expires_at=float(row.expires_at),
-            paused=bool(row.paused),
-            db_now=float(row.db_now),
-        )
+        (row,), _ = statement.execute(conn, acquire_params(request, nonce_holder))
+        return _acquired_or_state(row)
 
     def finish(self, conn: Connection, item: Finish) -> None:
         if not item.release:
             super().finish(conn, item)
             return
-        with conn.begin():
-            conn.execute(self._finish_and_release, item.params()).all()
+        self._finish_and_release.execute(conn, item.params())
+
+    def heartbeat(self, conn: Connection, name: str, fence: int, ttl: float) -> bool:
+        _, rowcount = self._driver_heartbeat.execute(
+            conn, {"b_name": name, "b_fence": fence, "b_ttl": ttl}
+        )
+        return bool(rowcount)
 
     def acquire_many(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
@@ -242,25 +243,9 @@ class PostgreSQLStatements(Statements):
             "b_fingerprints": [request.fingerprint for request in requests],
             "b_abandoned": ABANDONED_ERROR,
         }
-        with conn.begin():
-            rows = {row.name: row for row in conn.execute(ACQUIRE_MANY, params)}
-        results: list[int | LeaseState | None] = []
-        for request in requests:
-            row = rows[request.name]
-            if row.fence is not None:
-                results.append(int(row.fence))
-            elif row.slot is None:
-                results.append(None)
-            else:
-                results.append(
-                    LeaseState(
-                        slot=int(row.slot),
-                        expires_at=float(row.expires_at),
-                        paused=bool(row.paused),
-                        db_now=float(row.db_now),
-                    )
-                )
-        return results
+        rows, _ = self._acquire_many.execute(conn, params)
+        by_name = {row[0]: row[1:] for row in rows}
+        return [_acquired_or_state(by_name[request.name]) for request in requests]
 
     def finish_many(self, conn: Connection, items: Sequence[Finish]) -> None:
         params = {
@@ -272,12 +257,23 @@ class PostgreSQLStatements(Statements):
             "b_errors": [item.error for item in items],
             "b_releases": [item.release for item in items],
         }
-        with conn.begin():
-            conn.execute(FINISH_MANY, params).all()
+        self._finish_many.execute(conn, params)
 
     def set_paused(self, conn: Connection, name: str) -> None:
         with conn.begin():
             conn.execute(self._set_paused, {"b_name": name})
+
+
+def _acquired_or_state(row: Sequence[Any]) -> int | LeaseState | None:
+    """Read (fence, slot, expires_at, paused, db_now): the new fence, or the row that refused."""
+    fence, slot, expires_at, paused, db_now = row
+    if fence is not None:
+        return int(fence)
+    if slot is None:
+        return None
+    return LeaseState(
+        slot=int(slot), expires_at=float(expires_at), paused=bool(paused), db_now=float(db_now)
+    )
 
 
 STATEMENTS = PostgreSQLStatements()
