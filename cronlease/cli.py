@@ -437,11 +437,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             clock = measure_skew(store)
             db_now = store.database_time()
             names = [config.full_name(name) for name in config.tasks] if config else sorted(rows)
-            last_runs = {}
-            for name in names:
-                latest = store.history(name, 1)
-                if latest:
-                    last_runs[name] = latest[0]
+            last_runs = {name: runs[0] for name, runs in store.recent_runs(names, 1).items()}
     now = datetime.now(timezone.utc)
     tasks: list[dict[str, Any]] = []
     declared: set[str] = set()

@@ -17,6 +17,7 @@ Contract (the same on every backend; the contract suite in ``tests/`` proves it)
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import time
@@ -47,6 +48,8 @@ __all__ = ["LeaseStore"]
 T = TypeVar("T")
 # A false "won" needs a fresh nonce equal to the one already in the row: 2**-64.
 NONCE_BYTES = 8
+# names per recent-runs statement: far below every backend's bound-parameter limit
+RECENT_RUNS_CHUNK = 500
 logger = logging.getLogger("cronlease")
 
 
@@ -313,6 +316,21 @@ class LeaseStore:
             f"reading the history of {name!r}",
             lambda conn: self.statements.history(conn, name, limit),
         )
+
+    def recent_runs(self, names: Sequence[str], limit: int = 1) -> dict[str, list[RunRecord]]:
+        """The latest ``limit`` runs of each task in ``names``, newest first; tasks
+        without runs are absent. One statement per 500 names, whatever the count."""
+        recent: dict[str, list[RunRecord]] = {}
+        unique = sorted(set(names))
+        for start in range(0, len(unique), RECENT_RUNS_CHUNK):
+            chunk = unique[start : start + RECENT_RUNS_CHUNK]
+            recent.update(
+                self._call(
+                    "reading recent runs",
+                    functools.partial(self.statements.recent_runs, names=chunk, limit=limit),
+                )
+            )
+        return recent
 
     def database_time(self) -> float:
         """The database clock, as epoch seconds."""

@@ -372,8 +372,7 @@ def collect_status(page: StatusPage) -> dict[str, Any]:
         db_now = store.database_time()
         names = list(declared) if declared is not None else sorted(rows)
         if page.runs:
-            for name in names:
-                history[name] = store.history(name, page.runs)
+            history = store.recent_runs(names, page.runs)
     except StoreError as exc:
         if not _tables_missing(store):
             database_error = scrub(str(exc))

@@ -517,6 +517,22 @@ def test_history_after_finish(store: LeaseStore, task_name: str, base_slot: int)
     assert store.history(task_name, limit=1) == [newest]
 
 
+def test_recent_runs_of_many_tasks_in_one_read(
+    store: LeaseStore, task_name: str, base_slot: int
+) -> None:
+    names = [f"{task_name}-{i}" for i in range(3)]
+    for offset in range(3):
+        for name in names[:2]:
+            store.finish(take(store, name, base_slot + offset), "succeeded")
+    recent = store.recent_runs([*names, f"{task_name}-never"], limit=2)
+    assert sorted(recent) == names[:2]  # tasks without runs are absent
+    for name in names[:2]:
+        assert recent[name] == store.history(name, limit=2)
+        assert [run.slot for run in recent[name]] == [base_slot + 2, base_slot + 1]
+    assert store.recent_runs(names[:1])[names[0]] == store.history(names[0], limit=1)
+    assert store.recent_runs([]) == {}
+
+
 @pytest.mark.parametrize("outcome", ["succeeded", "failed", "timed_out", "interrupted"])
 def test_finish_records_each_outcome(
     store: LeaseStore, task_name: str, base_slot: int, outcome: str

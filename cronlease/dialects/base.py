@@ -26,6 +26,7 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
+    func,
     literal,
     or_,
     select,
@@ -178,22 +179,39 @@ class Statements(ABC):
             .where(leases.c.name.in_(bindparam("b_names", expanding=True)))
             .order_by(leases.c.name)
         )
+        run_columns = [
+            runs.c.name,
+            runs.c.slot,
+            runs.c.manual,
+            runs.c.fence,
+            runs.c.holder,
+            runs.c.scheduled_for,
+            runs.c.started_at,
+            runs.c.finished_at,
+            runs.c.outcome,
+            runs.c.error,
+        ]
+        newest_first = (runs.c.started_at.desc(), runs.c.slot.desc())
         self._history = (
-            select(
-                runs.c.name,
-                runs.c.slot,
-                runs.c.manual,
-                runs.c.fence,
-                runs.c.holder,
-                runs.c.scheduled_for,
-                runs.c.started_at,
-                runs.c.finished_at,
-                runs.c.outcome,
-                runs.c.error,
-            )
+            select(*run_columns)
             .where(runs.c.name == name_param)
-            .order_by(runs.c.started_at.desc(), runs.c.slot.desc())
+            .order_by(*newest_first)
             .limit(bindparam("b_limit", type_=Integer))
+        )
+        ranked = (
+            select(
+                *run_columns,
+                func.row_number()
+                .over(partition_by=runs.c.name, order_by=newest_first)
+                .label("newness"),
+            )
+            .where(runs.c.name.in_(bindparam("b_names", expanding=True)))
+            .subquery("ranked")
+        )
+        self._recent_runs = (
+            select(*(ranked.c[column.name] for column in run_columns))
+            .where(ranked.c.newness <= bindparam("b_limit", type_=Integer))
+            .order_by(ranked.c.name, ranked.c.newness)
         )
         self._prune = delete(runs).where(
             runs.c.name.in_(bindparam("b_names", expanding=True)),
@@ -318,21 +336,18 @@ class Statements(ABC):
     def history(self, conn: Connection, name: str, limit: int) -> list[RunRecord]:
         with conn.begin():
             rows = conn.execute(self._history, {"b_name": name, "b_limit": limit}).all()
-        return [
-            RunRecord(
-                name=row.name,
-                slot=int(row.slot),
-                manual=bool(row.manual),
-                fence=int(row.fence),
-                holder=row.holder,
-                scheduled_for=float(row.scheduled_for),
-                started_at=float(row.started_at),
-                finished_at=None if row.finished_at is None else float(row.finished_at),
-                outcome=row.outcome,
-                error=row.error,
-            )
-            for row in rows
-        ]
+        return [_run_record(row) for row in rows]
+
+    def recent_runs(
+        self, conn: Connection, names: Sequence[str], limit: int
+    ) -> dict[str, list[RunRecord]]:
+        """The latest ``limit`` runs of each of ``names``, newest first, in one statement."""
+        with conn.begin():
+            rows = conn.execute(self._recent_runs, {"b_names": list(names), "b_limit": limit}).all()
+        recent: dict[str, list[RunRecord]] = {}
+        for row in rows:
+            recent.setdefault(row.name, []).append(_run_record(row))
+        return recent
 
     def prune(self, conn: Connection, names: Sequence[str], max_age: float) -> int:
         if not names:
@@ -340,3 +355,18 @@ class Statements(ABC):
         with conn.begin():
             result = conn.execute(self._prune, {"b_names": list(names), "b_max_age": max_age})
             return int(result.rowcount)
+
+
+def _run_record(row: Any) -> RunRecord:
+    return RunRecord(
+        name=row.name,
+        slot=int(row.slot),
+        manual=bool(row.manual),
+        fence=int(row.fence),
+        holder=row.holder,
+        scheduled_for=float(row.scheduled_for),
+        started_at=float(row.started_at),
+        finished_at=None if row.finished_at is None else float(row.finished_at),
+        outcome=row.outcome,
+        error=row.error,
+    )
