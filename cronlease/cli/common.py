@@ -1,0 +1,91 @@
+"""What every ``cronlease`` command shares: exit statuses, errors, the config file and the database.
+
+The commands raise :class:`UsageError` (exit status 2) or :class:`Failure`
+(exit status 1); ``main`` turns them into an error line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG, Config, TaskSpec, load_config
+from cronlease.database import DEFAULT_URL, create_store_engine, normalize_url
+from cronlease.store import LeaseStore
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+DISABLED_ENV = "CRONLEASE_DISABLED"
+
+logger = logging.getLogger("cronlease")
+
+
+class UsageError(Exception):
+    """A mistake in how the command was called: exit status 2."""
+
+
+class Failure(Exception):
+    """A runtime failure: exit status 1."""
+
+
+# --- configuration and database ----------------------------------------------
+
+
+def _config(args: argparse.Namespace, *, required: bool, import_calls: bool) -> Config | None:
+    """The config file: the one given with -c, else ./cronlease.toml if it exists."""
+    if args.config is not None:
+        return load_config(args.config, import_calls=import_calls)
+    if Path(DEFAULT_CONFIG).exists():
+        return load_config(DEFAULT_CONFIG, import_calls=import_calls)
+    if required:
+        raise UsageError(f"no ./{DEFAULT_CONFIG} here: give the config file with -c FILE")
+    return None
+
+
+def _database(args: argparse.Namespace, config: Config | None, *, fallback: bool = False) -> str:
+    """--database, else the config file's (environment included), else the environment."""
+    url = args.database or (config.database if config else None) or os.environ.get(DATABASE_ENV)
+    if not url:
+        if not fallback:
+            raise UsageError(
+                f"no ./{DEFAULT_CONFIG} here and no database given: use -c FILE or --database URL"
+            )
+        url = DEFAULT_URL
+    normalize_url(url)  # ConfigError for an invalid URL, before anything connects
+    return url
+
+
+def _missing_sqlite_file(url: str) -> bool:
+    """True for a SQLite URL whose file does not exist (read commands must not create it)."""
+    parsed = normalize_url(url)
+    return (
+        parsed.get_backend_name() == "sqlite"
+        and parsed.database is not None
+        and not Path(parsed.database).exists()
+    )
+
+
+@contextmanager
+def _open_store(url: str) -> Iterator[LeaseStore]:
+    store = LeaseStore(create_store_engine(url))
+    try:
+        yield store
+    finally:
+        store.dispose()
+
+
+def _full_name(config: Config | None, task: str) -> str:
+    return config.full_name(task) if config else task
+
+
+def _spec(config: Config, task: str) -> TaskSpec:
+    try:
+        return config.tasks[task]
+    except KeyError:
+        known = ", ".join(sorted(config.tasks)) or "none"
+        raise UsageError(f"no task {task!r} in {config.path} (declared: {known})") from None

@@ -1,0 +1,210 @@
+"""The commands that act on tasks and tables, and the two tools.
+
+``pause``, ``resume`` and ``trigger`` steer one task on every replica;
+``init-db`` creates the tables; ``web`` serves the status page;
+``import-crontab`` translates a crontab into a config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+from cronlease.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    Failure,
+    UsageError,
+    _config,
+    _database,
+    _full_name,
+    _open_store,
+    _spec,
+)
+from cronlease.cli.output import _error_summary, _format_duration, _holder
+from cronlease.config import Config
+from cronlease.crontab import local_timezone, translate_crontab
+from cronlease.database import redact
+from cronlease.errors import StoreError
+from cronlease.schedule import Schedule
+from cronlease.scheduler import Scheduler
+from cronlease.store import LeaseStore
+from cronlease.web import serve
+
+# --- pause, resume, trigger, init-db ----------------------------------------------
+
+
+def _target(args: argparse.Namespace, store: LeaseStore, config: Config | None) -> str:
+    """The stored name of TASK: declared in the config file, or a lease row that exists."""
+    name = _full_name(config, args.task)
+    if config is not None and args.task in config.tasks:
+        return name
+    if store.leases([name]):
+        return name
+    if config is not None:
+        _spec(config, args.task)  # raises with the list of declared tasks
+    raise UsageError(
+        f"no task {name!r} in the database; to pause a task that never ran, "
+        "give the config file that declares it (-c FILE)"
+    )
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    return _set_paused(args, paused=True)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return _set_paused(args, paused=False)
+
+
+def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
+    config = _config(args, required=False, import_calls=False)
+    url = _database(args, config)
+    with _open_store(url) as store:
+        store.create_tables()
+        name = _target(args, store, config)
+        if paused:
+            store.pause(name)
+            print(f"paused {name!r} on every replica (a run in progress finishes)")
+        else:
+            store.resume(name)
+            print(f"resumed {name!r} on every replica")
+    return EXIT_OK
+
+
+def cmd_trigger(args: argparse.Namespace) -> int:
+    config = _config(args, required=True, import_calls=True)
+    assert config is not None
+    spec = _spec(config, args.task)
+    url = _database(args, config)
+    scheduler = Scheduler(url, namespace=config.namespace, holder=config.holder)
+    # This process only runs the one manual run: it must not start catch-up runs
+    # that would be cut off when it exits.
+    task = spec.add_to(scheduler, catchup="skip")
+    try:
+        with _interrupt_on_sigterm():
+            outcome = scheduler.run_now(spec.name)
+        if outcome is None:
+            raise Failure(_why_not_acquired(scheduler.store, task.full_name))
+        runs = [
+            run
+            for run in scheduler.store.history(task.full_name, 5)
+            if run.manual and run.holder.startswith(scheduler.holder)
+        ]
+    finally:
+        scheduler.runner.close()
+        scheduler.store.dispose()
+    run = runs[0] if runs else None
+    duration = f" in {_format_duration(run.duration)}" if run and run.duration is not None else ""
+    fence = f" (fence {run.fence})" if run else ""
+    print(f"{task.full_name}: {outcome}{duration}{fence}")
+    if outcome != "succeeded":
+        if run and run.error:
+            print(_error_summary(run.error), file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def _why_not_acquired(store: LeaseStore, name: str) -> str:
+    try:
+        rows = store.leases([name])
+        db_now = store.database_time()
+    except StoreError as exc:
+        return f"{name}: not run: {exc}"
+    row = rows[0] if rows else None
+    if row is not None and row.paused:
+        return f"{name}: not run: the task is paused (cronlease resume ...)"
+    if row is not None and row.expires_at > db_now:
+        return (
+            f"{name}: not run: a run is in progress (holder {_holder(row.holder)}, "
+            f"fence {row.fence}, lease for {_format_duration(row.expires_at - db_now)} more)"
+        )
+    return f"{name}: not run: the lease could not be taken; try again"
+
+
+@contextmanager
+def _interrupt_on_sigterm() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C: the run is recorded interrupted and its command killed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def cmd_init_db(args: argparse.Namespace) -> int:
+    config = _config(args, required=False, import_calls=False)
+    url = _database(args, config, fallback=True)
+    with _open_store(url) as store:
+        store.create_tables()
+    print(f"cronlease tables are ready on {redact(url)}")
+    return EXIT_OK
+
+
+def cmd_web(args: argparse.Namespace) -> int:
+    config = _config(args, required=False, import_calls=False)
+    url = _database(args, config, fallback=True)
+    with _open_store(url) as store:
+        tasks = (
+            {config.full_name(spec.name): spec.schedule for spec in config.tasks.values()}
+            if config
+            else None
+        )
+        serve(
+            store,
+            host=args.host,
+            port=args.port,
+            tasks=tasks,
+            namespace=config.namespace if config else None,
+            ready=lambda page: print(f"status page on {page}", flush=True),
+        )
+    return EXIT_OK
+
+
+# --- import-crontab ----------------------------------------------------------------
+
+
+def cmd_import_crontab(args: argparse.Namespace) -> int:
+    source = "stdin" if args.file == "-" else args.file
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}") from None
+    zone = args.timezone
+    if zone is None:
+        zone = local_timezone()
+        if zone is None:
+            zone = "UTC"
+            print(
+                f"cronlease: {source}: this machine's time zone is unknown; schedules are in "
+                "UTC (give --timezone ZONE if cron ran in another zone)",
+                file=sys.stderr,
+            )
+    else:
+        Schedule.cron("* * * * *", timezone=zone)  # ConfigError for an unknown zone
+    translation = translate_crontab(text, source=source, system=args.system, timezone=zone)
+    sys.stdout.write(translation.toml)
+    for note in translation.notes:
+        print(f"cronlease: {note}", file=sys.stderr)
+    for problem in translation.problems:
+        print(f"cronlease: {problem}", file=sys.stderr)
+    if translation.problems:
+        print(
+            f"cronlease: {len(translation.problems)} line(s) of {source} not translated",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    return EXIT_OK

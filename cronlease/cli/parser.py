@@ -1,0 +1,176 @@
+"""The ``cronlease`` argument parser: every command, its options and its handler."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from cronlease import __version__
+from cronlease.cli.common import DISABLED_ENV
+from cronlease.cli.inspect import cmd_history, cmd_status
+from cronlease.cli.manage import (
+    cmd_import_crontab,
+    cmd_init_db,
+    cmd_pause,
+    cmd_resume,
+    cmd_trigger,
+    cmd_web,
+)
+from cronlease.cli.run import cmd_check, cmd_run
+from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG
+
+EPILOG = f"""\
+exit status:
+  0  success
+  1  runtime failure: the database is unreachable, a triggered run failed or was
+     refused (a run is in progress, or the task is paused), import-crontab left
+     lines untranslated
+  2  usage or configuration error (bad arguments, invalid {DEFAULT_CONFIG}, unknown task);
+     nothing was started and no database was touched
+
+environment:
+  {DATABASE_ENV}  overrides `database` in the config file (--database overrides both)
+  {DISABLED_ENV}=1      `run` starts but fires nothing (e.g. a staging copy of production)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cronlease",
+        description="Periodic tasks on every replica, each tick run once, held by a database lease",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"cronlease {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-c",
+        "--config",
+        metavar="FILE",
+        help=f"the config file (default ./{DEFAULT_CONFIG})",
+    )
+    common.add_argument(
+        "--database",
+        metavar="URL",
+        help=f"the database URL (overrides the config file and ${DATABASE_ENV})",
+    )
+    common.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level on stderr (default INFO)",
+    )
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    def command(
+        name: str,
+        handler: Callable[[argparse.Namespace], int],
+        help_text: str,
+        *,
+        json_output: bool = False,
+    ) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            parents=[common, as_json] if json_output else [common],
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sub.set_defaults(handler=handler)
+        return sub
+
+    run = command("run", cmd_run, "run a replica in the foreground until SIGINT or SIGTERM")
+    run.add_argument(
+        "--shutdown-grace",
+        type=_seconds,
+        default=25.0,
+        metavar="SECONDS",
+        help="on SIGINT/SIGTERM, how long to wait for running tasks before terminating "
+        "them (default 25)",
+    )
+    command(
+        "check",
+        cmd_check,
+        "validate the config file; list tasks and next fire times",
+        json_output=True,
+    )
+    status = command(
+        "status", cmd_status, "show every task's lease, state and last run", json_output=True
+    )
+    status.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if a declared task is overdue past its grace or the database is "
+        "unreachable (a health probe)",
+    )
+    history = command("history", cmd_history, "show a task's latest runs", json_output=True)
+    history.add_argument("task", metavar="TASK")
+    history.add_argument(
+        "--limit", type=_positive_int, default=20, metavar="N", help="how many runs (default 20)"
+    )
+    pause = command("pause", cmd_pause, "pause a task on every replica (running runs finish)")
+    pause.add_argument("task", metavar="TASK")
+    resume = command("resume", cmd_resume, "resume a paused task on every replica")
+    resume.add_argument("task", metavar="TASK")
+    trigger = command(
+        "trigger",
+        cmd_trigger,
+        "run a task once now, here, through its lease (refused while a run is in progress)",
+    )
+    trigger.add_argument("task", metavar="TASK")
+    command("init-db", cmd_init_db, "create the cronlease tables if they are missing")
+    web = command("web", cmd_web, "serve the read-only status page (default on 127.0.0.1 only)")
+    web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    web.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0: any free)")
+    imports = command(
+        "import-crontab",
+        cmd_import_crontab,
+        "print a cronlease.toml equivalent to a crontab file ('-' reads stdin)",
+    )
+    imports.add_argument("file", metavar="FILE")
+    imports.add_argument(
+        "--system",
+        action="store_true",
+        help="the file has a user column (/etc/crontab, /etc/cron.d/*)",
+    )
+    imports.add_argument(
+        "--timezone",
+        metavar="ZONE",
+        help="the time zone the crontab ran in (default: this machine's)",
+    )
+    return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0 to 65535, got {port}")
+    return port
