@@ -24,10 +24,12 @@ def test_database_clock_matches_this_host(store: LeaseStore) -> None:
 LIBFAKETIME = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
 
 
-@pytest.mark.skipif(
+needs_faketime = pytest.mark.skipif(
     not LIBFAKETIME,
     reason="libfaketime is not installed (Debian package 'faketime'; .ci/run installs it)",
 )
+
+
 def skewed(offset: str | None) -> dict[str, str] | None:
     """Environment that runs a Python process with its wall clock shifted by ``offset`` s."""
     if offset is None:
@@ -36,6 +38,7 @@ def skewed(offset: str | None) -> dict[str, str] | None:
     return {"LD_PRELOAD": LIBFAKETIME[0], "FAKETIME": f"{offset}s", "DONT_FAKE_MONOTONIC": "1"}
 
 
+@needs_faketime
 def test_replicas_with_skewed_clocks_run_each_slot_once(db_url: str, task_name: str) -> None:
     ledger.setup(db_url)
     offsets = ["+0.4", "-0.4", None]
