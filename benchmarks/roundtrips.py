@@ -178,7 +178,8 @@ def main() -> None:
             keys = list(counts)
     table(["backend", *keys], rows)
     print(
-        "pool checkout/return included (MySQL: the pool's reset-on-return ROLLBACK is a round trip)"
+        "pool checkout/return included (MySQL: no reset-on-return ROLLBACK; the ROLLBACK of a"
+        " connection closed after a request that committed is skipped)"
     )
     write_json(args.json, "roundtrips", figures)
 

@@ -3,6 +3,9 @@
 - A bare ``postgresql://`` URL means psycopg 3; ``mysql://`` and ``mariadb://`` mean PyMySQL.
 - PostgreSQL runs lease statements in autocommit (each is one atomic statement),
   so no transaction is held open and losers never see serialization failures.
+- MySQL/MariaDB (PyMySQL) sessions are READ COMMITTED and accept
+  multi-statement queries, so each lease transaction is one request
+  (cronlease/dialects/mysql_script.py).
 - SQLite uses WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for every transaction:
   a deferred transaction that later wants to write can fail at once with
   "database is locked" instead of waiting.
@@ -104,7 +107,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10",
                 **options.pop("connect_args", {}),
             }
-            return create_engine(
+            engine = create_engine(
                 parsed,
                 isolation_level="READ COMMITTED",
                 pool_recycle=3600,
@@ -115,6 +118,12 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 connect_args=connect_args,
                 **{**POOL_OPTIONS, **options},
             )
+            if engine.dialect.driver == "pymysql":
+                # One request per lease transaction (multi-statement queries).
+                from cronlease.dialects.mysql_script import enable_scripts
+
+                enable_scripts(engine)
+            return engine
     except ModuleNotFoundError as exc:
         raise ConfigError(
             f"the driver for {redact(parsed)!r} is not installed ({exc.name}); "

@@ -487,7 +487,7 @@ def test_a_deadlock_victim_acquisition_is_retried_once(
                                 "SELECT COUNT(*) FROM information_schema.innodb_trx"
                                 " WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE :q"
                             ),
-                            {"q": f"UPDATE cronlease_runs%{name}%"},
+                            {"q": f"UPDATE %cronlease_runs%{name}%"},
                         ).scalar_one()
                     ),
                     timeout=20,
