@@ -115,7 +115,8 @@ class EventBus:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._listeners: list[tuple[Callable[[Event], object], tuple[type[Event], ...]]] = []
+        # replaced, never mutated: emit() and wants() read it without the lock
+        self._listeners: tuple[tuple[Callable[[Event], object], tuple[type[Event], ...]], ...] = ()
 
     def listen(self, listener: Callable[[E], object], *types: type[E]) -> Callable[[], None]:
         """Call ``listener`` for each event of ``types`` (all if none); returns unsubscribe."""
@@ -125,18 +126,27 @@ class EventBus:
             types or (Event,),
         )
         with self._lock:
-            self._listeners.append(entry)
+            self._listeners = (*self._listeners, entry)
 
         def unsubscribe() -> None:
             with self._lock:
                 if entry in self._listeners:
-                    self._listeners.remove(entry)
+                    listeners = list(self._listeners)
+                    listeners.remove(entry)
+                    self._listeners = tuple(listeners)
 
         return unsubscribe
 
+    def wants(self, kind: type[Event]) -> bool:
+        """Whether some listener would receive an event of ``kind``.
+
+        Hot paths ask first, so a tick of many tasks builds no event objects
+        that nobody receives.
+        """
+        return any(issubclass(kind, types) for _, types in self._listeners)
+
     def emit(self, event: Event) -> None:
-        with self._lock:
-            listeners = [fn for fn, types in self._listeners if isinstance(event, types)]
+        listeners = [fn for fn, types in self._listeners if isinstance(event, types)]
         for listener in listeners:
             try:
                 listener(event)

@@ -5,15 +5,25 @@ APScheduler 3 does not pass a job its scheduled run time; an executor's
 APScheduler computed, never the clock at execution. Backlogs are coalesced
 by APScheduler (``coalesce=True``) into the latest fire time.
 
+Tasks whose schedules are identical (same fingerprint: kind, expression,
+time zone, anchor) share one APScheduler job, a *schedule group*: their
+triggers would fire at the same instants anyway, and APScheduler's per-job
+work (run-time computation, job-store update, submission event) then costs
+once per distinct schedule per tick, not once per task. Everything that is
+per task (grace, overlap, pause, lease, late pickup, catch-up, run now)
+happens after the fire, in :class:`TickRunner`, for each member.
+
 APScheduler calls ``submit_job`` once per due job within one pass of
 ``_process_jobs``. :class:`BatchingScheduler` tells the executor when a pass
 ends; the executor then hands every tick of that pass, as one batch, to its
 acquirer thread, which checks each tick's grace, acquires all their leases
-with one statement (:meth:`TickRunner.acquire_ticks`) and gives only the
-winners to the worker pool. A thousand ticks due together therefore cost one
-round trip, and losers never queue behind winners for a worker thread. The
-acquirer thread also retries late pickups when the held lease expires,
-together with whatever else is due then.
+with one statement (two at once for a large batch it expects to win; see
+:mod:`cronlease.batching`) and gives the winners to the worker pool as soon
+as each is registered. A thousand ticks due together therefore cost one or
+two round trips, and losers never queue behind winners for a worker thread.
+Ticks a replica expects to lose (another replica won the task's previous
+tick) wait a little on the acquirer's timer, as do late pickups until the
+held lease expires; each then goes with whatever else is due.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -102,17 +112,24 @@ class WorkerPool:
 
 
 class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
-    """Acquires fired ticks in batches on one thread; runs the winners on worker threads."""
+    """Acquires fired ticks in batches on one thread; runs the winners on worker threads.
 
-    def __init__(self, runner: TickRunner, tasks: Mapping[str, Task], max_workers: int) -> None:
+    ``groups`` maps each APScheduler job id to the tasks it fires (a schedule
+    group). It is read at every fire, so the scheduler may replace an entry
+    (with a new tuple) while running to add a task.
+    """
+
+    def __init__(
+        self, runner: TickRunner, groups: Mapping[str, Sequence[Task]], max_workers: int
+    ) -> None:
         super().__init__()
         self._runner = runner
-        self._tasks = tasks
+        self._groups = groups
         self._pool = WorkerPool(max_workers)
-        # (job id, tick) of the current _process_jobs pass, until flush() (scheduler thread)
-        self._pending: list[tuple[str, Tick]] = []
+        # (job id, ticks) of the current _process_jobs pass, until flush() (scheduler thread)
+        self._pending: list[tuple[str, list[Tick]]] = []
         self._pending_lock = threading.Lock()
-        self._inbox: queue.SimpleQueue[list[tuple[str, Tick]] | None] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[list[tuple[str, list[Tick]]] | None] = queue.SimpleQueue()
         self._acquirer: threading.Thread | None = None
         #: set when the scheduler calls flush() after each pass (BatchingScheduler)
         self.flush_after_pass = False
@@ -126,11 +143,13 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
         self._acquirer.start()
 
     def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
-        task = self._tasks.get(job.id)
-        if task is None:
+        members = self._groups.get(job.id)
+        if not members:
             return
+        fire_time = run_times[-1]
+        ticks = [Tick(task, fire_time) for task in members]
         with self._pending_lock:
-            self._pending.append((job.id, Tick(task, run_times[-1])))
+            self._pending.append((job.id, ticks))
         if not self.flush_after_pass:
             self.flush()
 
@@ -165,20 +184,23 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
                 fired.extend(more)
             # Overlap and lateness are the runner's: APScheduler's instance count is
             # released as soon as the tick is decided, not when its run ends.
-            for job_id, _ in fired:
+            ticks: list[Tick] = []
+            for job_id, group_ticks in fired:
                 self._run_job_success(job_id, [])
-            ticks = [tick for _, tick in fired]
+                ticks.extend(group_ticks)
+            ticks, later = self._runner.defer(ticks)
+            for due, tick in later:
+                heapq.heappush(retries, (due, next(order), tick))
             now = time.monotonic()
             while retries and retries[0][0] <= now:
                 ticks.append(heapq.heappop(retries)[2])
             for batch in _distinct_tasks(ticks):
                 try:
-                    decided = self._runner.acquire_ticks(batch)
+                    # winners go to the pool one by one while the rest are registered
+                    decided = self._runner.acquire_ticks(batch, dispatch=self._pool.submit)
                 except Exception:  # the acquirer must survive anything
                     logger.exception("unexpected error acquiring a batch of ticks")
                     continue
-                for run in decided.runs:
-                    self._pool.submit(run)
                 for due, retry in decided.retries:
                     heapq.heappush(retries, (due, next(order), retry))
             if stop:
@@ -195,6 +217,9 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
 
 def _distinct_tasks(ticks: list[Tick]) -> list[list[Tick]]:
     """Split ``ticks`` into batches that name each task at most once, oldest first."""
+    names = {tick.task.full_name for tick in ticks}
+    if len(names) == len(ticks):  # the usual case: one tick per task
+        return [ticks] if ticks else []
     batches: list[list[Tick]] = []
     seen: list[set[str]] = []
     for tick in ticks:

@@ -11,12 +11,11 @@ Two ways in, with the same per-tick rules:
   tools, tests).
 - :meth:`TickRunner.acquire_ticks` takes every tick that fell due together,
   checks each one's grace, overlap and shutdown, acquires all the survivors'
-  leases in one batch, and hands back the winners' runs to dispatch, so
-  only winners ever occupy a worker thread. Their outcomes are recorded by
-  a finisher thread: runs that end together share one statement, and it
-  waits up to FINISH_LINGER_SECONDS for runs of the batch still going, so a
-  tick of many short tasks costs one acquire and about one finish. A release
-  is delayed by at most that; no start ever is.
+  leases in one batch (:mod:`cronlease.batching`), and hands out the
+  winners' runs to dispatch, so only winners ever occupy a worker thread.
+  Their outcomes are recorded by a finisher thread (:mod:`cronlease.finisher`):
+  runs that end together share one statement, so a tick of many short tasks
+  costs one acquire (two for a large batch) and about one finish.
 """
 
 from __future__ import annotations
@@ -27,11 +26,13 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from cronlease.batching import BatchDecider, warn_future
 from cronlease.errors import StoreError, TaskTimeout
 from cronlease.events import (
     DatabaseRecovered,
@@ -43,12 +44,14 @@ from cronlease.events import (
     SkipReason,
     TickSkipped,
 )
+from cronlease.finisher import Finisher
 from cronlease.heartbeat import Heartbeats
 from cronlease.model import AcquireRequest, Lease
 from cronlease.schedule import slot_of, time_of_slot
 from cronlease.stats import Stats
 from cronlease.store import LeaseStore
 from cronlease.task import Liveness, RunContext, Task
+from cronlease.ticks import Batch, Tick, Timing
 
 __all__ = ["Batch", "Tick", "TickRunner"]
 
@@ -62,33 +65,6 @@ class _ActiveRun:
     liveness: Liveness
     started: float
     interrupted: bool = False
-
-
-@dataclass(frozen=True)
-class Tick:
-    """One fired tick of a task, as APScheduler computed its fire time.
-
-    ``retry_until`` marks a late-pickup retry (epoch seconds): it is not
-    grace-checked again and is not retried a second time.
-    """
-
-    task: Task
-    fire_time: datetime
-    retry_until: float | None = None
-
-
-@dataclass
-class Batch:
-    """What :meth:`TickRunner.acquire_ticks` decided for ticks that fell due together."""
-
-    #: the winners' runs, to call on worker threads (each returns the outcome)
-    runs: list[Callable[[], str]] = field(default_factory=list)
-    #: late pickups: (monotonic time to retry at, the retry tick)
-    retries: list[tuple[float, Tick]] = field(default_factory=list)
-
-
-#: how long the finisher waits for other runs of a batch to end before it writes
-FINISH_LINGER_SECONDS = 0.02
 
 
 @dataclass(eq=False)
@@ -166,12 +142,9 @@ class TickRunner:
         self._schema_lock = threading.Lock()
         self._on_schema_ready = on_schema_ready
         self._stopped = threading.Event()
-        # runs dispatched from batches: still going, and ended but not yet recorded
-        self._finish_changed = threading.Condition()
-        self._finish_queue: list[_Finished] = []
-        self._grouped_running = 0
-        self._finisher: threading.Thread | None = None
-        self._finisher_closed = False
+        # runs dispatched from batches are recorded together by the finisher
+        self._finisher: Finisher[_Finished] = Finisher(self._finish_batch)
+        self._batches = BatchDecider(self)
 
     # --- schema -----------------------------------------------------------
 
@@ -212,41 +185,78 @@ class TickRunner:
         return self._acquire_and_run(task, request, fire_time, pickup_until)
 
     def _admit(
-        self, task: Task, fire_time: datetime, now: datetime, *, exempt: bool
+        self,
+        task: Task,
+        fire_time: datetime,
+        now: datetime,
+        *,
+        exempt: bool,
+        timings: dict[tuple[str, datetime], Timing] | None = None,
+        running: Collection[str] | None = None,
     ) -> AcquireRequest | None:
         """The per-tick checks before any acquisition: grace (unless ``exempt``), then
-        local overlap. Returns the request to send, or None (skip emitted)."""
-        slot = slot_of(fire_time)
-        grace = task.grace_for(fire_time)
-        lateness = (now - fire_time).total_seconds()
-        if lateness > grace and not exempt:
+        local overlap. Returns the request to send, or None (skip emitted).
+
+        A batch passes ``timings`` (shared by the tasks of one schedule) and
+        ``running`` (the names in progress when it began) so that each check
+        costs a dictionary look-up, not a schedule computation and a lock.
+        """
+        key = (task.schedule_key, fire_time)
+        timing = None if timings is None else timings.get(key)
+        if timing is None:
+            schedule = task.schedule
+            timing = Timing(
+                slot=slot_of(fire_time),
+                lateness=(now - fire_time).total_seconds(),
+                ttl=schedule.ttl(fire_time),
+                grace=schedule.grace(fire_time),
+                tolerance=schedule.tolerance(fire_time),
+            )
+            if timings is not None:
+                timings[key] = timing
+        slot = timing.slot
+        grace = timing.grace if task.grace is None else task.grace
+        if timing.lateness > grace and not exempt:
             self.stats.add("ticks_missed")
             self._skipped(task, slot, "misfire")
             logger.warning(
                 "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
                 task.full_name,
                 fire_time.isoformat(),
-                lateness,
+                timing.lateness,
                 grace,
             )
             return None
-        with self._active_changed:
-            if task.full_name in self._active:
-                self._skipped(task, slot, "overlap")
-                logger.debug(
-                    "%s: tick %s skipped: the previous run is still going", task.full_name, slot
-                )
-                return None
+        if running is None:
+            with self._active_changed:
+                overlapping = task.full_name in self._active
+        else:
+            overlapping = task.full_name in running
+        if overlapping:
+            self._skipped(task, slot, "overlap")
+            logger.debug(
+                "%s: tick %s skipped: the previous run is still going", task.full_name, slot
+            )
+            return None
         return AcquireRequest(
             name=task.full_name,
             slot=slot,
-            ttl=task.ttl(fire_time),
+            ttl=timing.ttl if task.lease_ttl is None else task.lease_ttl,
             holder=self.holder,
-            tolerance=task.schedule.tolerance(fire_time),
-            fingerprint=task.schedule.fingerprint,
+            tolerance=timing.tolerance,
+            fingerprint=task.schedule_key,
         )
 
-    def acquire_ticks(self, ticks: Sequence[Tick]) -> Batch:
+    def defer(self, ticks: Sequence[Tick]) -> tuple[list[Tick], list[tuple[float, Tick]]]:
+        """Split ``ticks`` into those to acquire now and those to acquire a little later
+        (:meth:`BatchDecider.defer`)."""
+        return self._batches.defer(ticks)
+
+    def acquire_ticks(
+        self,
+        ticks: Sequence[Tick],
+        dispatch: Callable[[Callable[[], str]], object] | None = None,
+    ) -> Batch:
         """Decide ticks that fell due together: the survivors' leases in one batch.
 
         Per tick, exactly as :meth:`run_tick`: shutdown, then grace, then local
@@ -254,77 +264,38 @@ class TickRunner:
         in ``ticks``); refusals emit TickSkipped with their reason, and a tick
         refused because an older slot's lease is still held comes back in
         :attr:`Batch.retries` if that lease expires within the tick's grace.
-        Winners are registered as running before this returns (their
-        heartbeats start now); call each of :attr:`Batch.runs` once, on a
-        worker thread, to run the task and record its outcome. Never raises
-        for a database error.
+        Winners are registered as running (their heartbeats started) before
+        their run is handed out: to ``dispatch`` one by one as each is
+        registered, so the first start while the rest are registered, or else
+        in :attr:`Batch.runs`. Call each run once, on a worker thread, to run
+        the task and record its outcome. Never raises for a database error.
         """
-        batch = Batch()
-        candidates: list[tuple[Tick, AcquireRequest]] = []
-        now = datetime.now(timezone.utc)
-        for tick in ticks:
-            task, fire_time = tick.task, tick.fire_time
-            slot = slot_of(fire_time)
-            if self._stopped.is_set():
-                self._skipped(task, slot, "shutdown")
-                continue
-            request = self._admit(task, fire_time, now, exempt=tick.retry_until is not None)
-            if request is None:
-                continue
-            candidates.append((tick, request))
-        if not candidates:
-            return batch
-        self.stats.add("acquire_batches")
-        self.stats.add("acquire_batch_ticks", len(candidates))
-        try:
-            self.ensure_schema()
-            results = self.store.try_acquire_many([request for _, request in candidates])
-        except StoreError as exc:
-            for tick, request in candidates:
-                self._skipped(tick.task, request.slot, "error")
-                self.health.failed(f"{tick.task.full_name}: tick {tick.fire_time.isoformat()}", exc)
-            return batch
-        self.health.succeeded()
-        for (tick, request), result in zip(candidates, results, strict=True):
-            task = tick.task
-            if isinstance(result, Lease):
-                active = self._begin(task, result)
-                with self._finish_changed:
-                    self._grouped_running += 1
-                batch.runs.append(functools.partial(self._execute, active, grouped=True))
-                continue
-            what = f"{task.full_name}: tick {tick.fire_time.isoformat()}"
-            wait = None if result.expires_in is None else result.expires_in + 0.002
-            pickup_until = tick.fire_time.timestamp() + task.grace_for(tick.fire_time)
-            if (
-                tick.retry_until is None
-                and result.reason == "held"
-                and wait is not None
-                and time.time() + wait <= pickup_until
-            ):
-                logger.info(
-                    "%s: an earlier run's lease is still held; trying again when it expires "
-                    "in %.3f s",
-                    what,
-                    wait,
-                )
-                self.stats.add("late_pickups")
-                retry = Tick(task, tick.fire_time, retry_until=pickup_until)
-                batch.retries.append((time.monotonic() + wait, retry))
-                continue
-            self._refused(task, request.slot, result.reason, what)
-        return batch
+        return self._batches.acquire(ticks, dispatch)
 
-    def _refused(self, task: Task, slot: int, reason: SkipReason, what: str) -> None:
+    def _start_grouped(self, task: Task, lease: Lease) -> Callable[[], str]:
+        """Register a won lease of a batch as running; its run, to call on a worker thread."""
+        active = self._begin(task, lease)
+        self._finisher.started()
+        return functools.partial(self._execute, active, grouped=True)
+
+    def _running_names(self) -> set[str]:
+        with self._active_changed:
+            return set(self._active)
+
+    @property
+    def accepting(self) -> bool:
+        """False once :meth:`stop_accepting` was called: new ticks are skipped."""
+        return not self._stopped.is_set()
+
+    def _refused(self, task: Task, slot: int, reason: SkipReason, fire_time: datetime) -> None:
         self.stats.add("ticks_not_acquired")
         self._skipped(task, slot, reason)
         if reason == "future":
-            logger.warning(
-                "%s refused: the slot is ahead of the database clock; is this host's clock fast?",
-                what,
-            )
+            warn_future(task, fire_time)
         else:
-            logger.debug("%s: not acquired (%s)", what, reason)
+            logger.debug(
+                "%s: tick %s: not acquired (%s)", task.full_name, fire_time.isoformat(), reason
+            )
 
     def run_now(self, task: Task) -> str | None:
         """A manual run: through the lease (never beside a scheduled run), slot cursor untouched."""
@@ -390,7 +361,7 @@ class TickRunner:
                     self._skipped(task, request.slot, "shutdown")
                     return None
                 continue
-            self._refused(task, request.slot, result.reason, what)
+            self._refused(task, request.slot, result.reason, fire_time)
             return None
         return None
 
@@ -424,9 +395,12 @@ class TickRunner:
         )
         error: str | None = None
         outcome = "succeeded"
-        self.events.emit(
-            RunStarted(task=task.full_name, slot=lease.slot, fence=lease.fence, manual=lease.manual)
-        )
+        if self.events.wants(RunStarted):
+            self.events.emit(
+                RunStarted(
+                    task=task.full_name, slot=lease.slot, fence=lease.fence, manual=lease.manual
+                )
+            )
         try:
             self._call(task, context)
         except TaskTimeout as exc:
@@ -447,7 +421,7 @@ class TickRunner:
             duration = time.monotonic() - active.started
             if grouped:
                 # recorded, logged and reported by the finisher thread, with others
-                self._finish_later(_Finished(active, outcome, error, duration))
+                self._finisher.ended(_Finished(active, outcome, error, duration))
             else:
                 self._record(active, outcome, error)
                 logger.info(
@@ -471,35 +445,6 @@ class TickRunner:
                 )
         return outcome
 
-    def _finish_later(self, finished: _Finished) -> None:
-        """Hand an ended run of a batch to the finisher thread (started on first use)."""
-        with self._finish_changed:
-            self._grouped_running -= 1
-            self._finish_queue.append(finished)
-            self._finish_changed.notify_all()
-            if self._finisher is None or not self._finisher.is_alive():
-                self._finisher_closed = False
-                self._finisher = threading.Thread(
-                    target=self._finish_loop, name="cronlease-finisher", daemon=True
-                )
-                self._finisher.start()
-
-    def _finish_loop(self) -> None:
-        while True:
-            with self._finish_changed:
-                while not self._finish_queue and not self._finisher_closed:
-                    self._finish_changed.wait()
-                if not self._finish_queue:
-                    return
-                deadline = time.monotonic() + FINISH_LINGER_SECONDS
-                while self._grouped_running > 0 and not self._finisher_closed:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._finish_changed.wait(remaining)
-                batch, self._finish_queue = self._finish_queue, []
-            self._finish_batch(batch)
-
     def _finish_batch(self, batch: list[_Finished]) -> None:
         """Record outcomes and release leases in one statement; then report each run."""
         error: StoreError | None = None
@@ -508,65 +453,74 @@ class TickRunner:
             self.store.finish_many([(e.active.lease, e.outcome, e.error) for e in released])
         except StoreError as exc:
             error = exc
+        for outcome, count in Counter(entry.outcome for entry in batch).items():
+            self.stats.add(f"runs_{outcome}", count)
         for entry in batch:
             active = entry.active
             try:
-                # Shutdown recorded an interrupted run already; free its lease now it ended.
-                self._record(
-                    active, entry.outcome, entry.error, error_recording=error, recorded=True
-                )
+                if active.interrupted:
+                    # Shutdown recorded it as interrupted; free its lease now it ended.
+                    self.store.release(active.lease)
+                elif error is not None:
+                    raise error
+            except StoreError as exc:
+                self._not_recorded(active, entry.outcome, exc)
             except Exception:
                 logger.exception("unexpected error recording %s", active.task.full_name)
-            lease = active.lease
-            logger.info(
-                "%s slot=%s fence=%s outcome=%s duration=%.3fs",
-                active.task.full_name,
-                lease.slot,
-                lease.fence,
-                entry.outcome,
-                entry.duration,
-            )
-            self.events.emit(
-                RunFinished(
-                    task=active.task.full_name,
-                    slot=lease.slot,
-                    fence=lease.fence,
-                    manual=lease.manual,
-                    outcome=entry.outcome,
-                    duration=entry.duration,
-                    error=entry.error,
+        with self._active_changed:
+            for entry in batch:
+                name = entry.active.task.full_name
+                if self._active.get(name) is entry.active:
+                    del self._active[name]
+            self._active_changed.notify_all()
+        info = logger.isEnabledFor(logging.INFO)
+        report = self.events.wants(RunFinished)
+        for entry in batch:
+            lease = entry.active.lease
+            if info:
+                logger.info(
+                    "%s slot=%s fence=%s outcome=%s duration=%.3fs",
+                    lease.name,
+                    lease.slot,
+                    lease.fence,
+                    entry.outcome,
+                    entry.duration,
                 )
-            )
+            if report:
+                self.events.emit(
+                    RunFinished(
+                        task=lease.name,
+                        slot=lease.slot,
+                        fence=lease.fence,
+                        manual=lease.manual,
+                        outcome=entry.outcome,
+                        duration=entry.duration,
+                        error=entry.error,
+                    )
+                )
 
-    def _record(
-        self,
-        active: _ActiveRun,
-        outcome: str,
-        error: str | None,
-        *,
-        error_recording: StoreError | None = None,
-        recorded: bool = False,
-    ) -> None:
-        """Record the outcome and release (unless ``recorded`` already, in a batch)."""
+    @staticmethod
+    def _not_recorded(active: _ActiveRun, outcome: str, error: StoreError) -> None:
+        logger.warning(
+            "%s (slot %s): could not record the outcome %s: %s; the lease expires by itself",
+            active.task.full_name,
+            active.lease.slot,
+            outcome,
+            error,
+        )
+
+    def _record(self, active: _ActiveRun, outcome: str, error: str | None) -> None:
+        """Record the outcome of a run of its own (not of a batch) and release its lease."""
         self.stats.add(f"runs_{outcome}")
         try:
-            if error_recording is not None and not active.interrupted:
-                raise error_recording
             if not active.interrupted:
                 # Release only here, when the task has really returned.
-                if not recorded:
-                    self.store.finish(active.lease, outcome, error, release=True)
+                self.store.finish(active.lease, outcome, error, release=True)
             else:
                 # Shutdown already recorded it as interrupted; free the lease now it ended.
                 self.store.release(active.lease)
         except StoreError as exc:
-            logger.warning(
-                "%s (slot %s): could not record the outcome %s: %s; the lease expires by itself",
-                active.task.full_name,
-                active.lease.slot,
-                outcome,
-                exc,
-            )
+            self._not_recorded(active, outcome, exc)
         finally:
             with self._active_changed:
                 if self._active.get(active.task.full_name) is active:
@@ -635,10 +589,6 @@ class TickRunner:
                 logger.warning("%s: could not record the interruption: %s", run.task.full_name, exc)
 
     def close(self) -> None:
-        with self._finish_changed:
-            self._finisher_closed = True
-            self._finish_changed.notify_all()
-            finisher = self._finisher
-        if finisher is not None and finisher is not threading.current_thread():
-            finisher.join(timeout=10)  # it writes what is queued, then stops
+        self._finisher.close()  # it writes what is queued, then stops
+        self._batches.close()
         self.heartbeats.close()

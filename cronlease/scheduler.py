@@ -88,6 +88,8 @@ class Scheduler:
         self.store = LeaseStore(_adopt(engine) if engine is not None else create_store_engine(url))
         self._tasks: dict[str, Task] = {}
         self._by_name: dict[str, Task] = {}
+        # APScheduler job id -> the tasks it fires (tasks with identical schedules share one)
+        self._groups: dict[str, tuple[Task, ...]] = {}
         self._max_workers = max_workers
         self._loop: asyncio.AbstractEventLoop | None = None
         self.runner = self._make_runner()
@@ -189,7 +191,7 @@ class Scheduler:
             self._by_name[task.name] = task
             self._tasks[task.full_name] = task
             if self._apscheduler is not None:
-                self._add_job(task)
+                self._add_to_group(task)
         return task
 
     def _add_housekeeping(self, retention: float) -> None:
@@ -254,7 +256,7 @@ class Scheduler:
             apscheduler = BatchingScheduler(
                 timezone=timezone.utc,
                 executors={
-                    "default": LeaseExecutor(self.runner, self._tasks, self._max_workers),
+                    "default": LeaseExecutor(self.runner, self._groups, self._max_workers),
                     # replica-local upkeep, not leased: every replica measures its own clock
                     "local": ThreadPoolExecutor(1),
                 },
@@ -266,8 +268,9 @@ class Scheduler:
                 },
             )
             self._apscheduler = apscheduler
+            self._groups.clear()
             for task in self._tasks.values():
-                self._add_job(task)
+                self._add_to_group(task)
             apscheduler.add_job(
                 self._check_clock,
                 trigger=IntervalTrigger(seconds=CLOCK_CHECK_SECONDS, timezone=timezone.utc),
@@ -287,13 +290,24 @@ class Scheduler:
                 self.store.url,
             )
 
-    def _add_job(self, task: Task) -> None:
+    def _add_to_group(self, task: Task) -> None:
+        """Fire ``task`` from the APScheduler job of its schedule, adding the job if new.
+
+        Members of a group have identical triggers, so a task joining a running
+        group fires at the instants its own job would have fired at.
+        """
         assert self._apscheduler is not None
+        job_id = f"cronlease-schedule:{task.schedule_key}"
+        members = self._groups.get(job_id)
+        # a new tuple, never mutated: the executor reads it from another thread
+        self._groups[job_id] = (*members, task) if members else (task,)
+        if members:
+            return
         self._apscheduler.add_job(
             _never_called,
             trigger=task.schedule.trigger,
-            id=task.full_name,
-            name=task.full_name,
+            id=job_id,
+            name=str(task.schedule),
             replace_existing=True,
         )
 

@@ -34,26 +34,27 @@ class Liveness:
     ) -> None:
         self.ttl = ttl
         self._deadline = sent_at + ttl
-        self._lost = threading.Event()
+        # a flag, not a threading.Event: nobody waits on it, and one is made per run
+        self._lost = False
         self._lock = threading.Lock()
         self._on_lost = on_lost
 
     def renewed(self, sent_at: float) -> None:
-        if not self._lost.is_set():
+        if not self._lost:
             self._deadline = max(self._deadline, sent_at + self.ttl)
 
     def mark_lost(self) -> None:
         with self._lock:
-            if self._lost.is_set():
+            if self._lost:
                 return
-            self._lost.set()
+            self._lost = True
         self._on_lost()
 
     @property
     def lost(self) -> bool:
-        if not self._lost.is_set() and time.monotonic() >= self._deadline:
+        if not self._lost and time.monotonic() >= self._deadline:
             self.mark_lost()
-        return self._lost.is_set()
+        return self._lost
 
 
 class RunContext:
@@ -120,6 +121,8 @@ class Task:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     full_name: str = field(init=False)
+    #: the schedule's fingerprint, computed once: tasks with equal keys fire together
+    schedule_key: str = field(init=False, repr=False, compare=False)
     wants_context: bool = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
 
@@ -147,6 +150,7 @@ class Task:
         ):
             raise ConfigError(f"task {self.name!r}: catchup_limit must be 1 to 1000")
         object.__setattr__(self, "full_name", full_name)
+        object.__setattr__(self, "schedule_key", self.schedule.fingerprint)
         object.__setattr__(self, "wants_context", _wants_context(self.func))
         object.__setattr__(
             self,

@@ -1,0 +1,192 @@
+"""Many tasks due at one instant: schedule groups, deferral, split acquisition, the finisher.
+
+What the fleet benchmark relies on for its start lateness, pinned on real
+databases: tasks with identical schedules share one APScheduler job and
+still fire one by one; a replica that lost a large tick to another replica
+tries the next one a little later, yet still runs it when that replica is
+gone; a large batch expected to be won is acquired as two statements that
+never win a slot twice, even racing another replica doing the same.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from datetime import datetime, timezone
+
+from cronlease import RunContext, Scheduler
+from cronlease.batching import DEFER_SECONDS, LARGE_BATCH
+from cronlease.events import EventBus, RunFinished, RunStarted, TickSkipped
+from cronlease.finisher import Finisher
+from cronlease.runner import Tick
+from cronlease.schedule import time_of_slot
+from cronlease.task import Task
+from tests.support.procs import wait_for
+
+
+def _fire_time() -> datetime:
+    """A fire time of every 10 s task anchored at it, well within its 5 s grace."""
+    return time_of_slot(int(time.time()) * 1000).astimezone(timezone.utc)
+
+
+def _replica(
+    db_url: str, prefix: str, count: int, anchor: datetime
+) -> tuple[Scheduler, list[Task]]:
+    scheduler = Scheduler(db_url, history_retention=None)
+    tasks = [
+        scheduler.add_task(lambda: None, every="10s", name=f"{prefix}-{i:04d}", anchor=anchor)
+        for i in range(count)
+    ]
+    scheduler.runner.ensure_schema()
+    return scheduler, tasks
+
+
+def _close(*schedulers: Scheduler) -> None:
+    for scheduler in schedulers:
+        scheduler.runner.close()
+        scheduler.store.dispose()
+
+
+def test_tasks_with_one_schedule_share_a_job_and_each_runs(tmp_path: object) -> None:
+    scheduler = Scheduler(f"sqlite:///{tmp_path}/groups.db", history_retention=None)
+    runs: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def note(ctx: RunContext) -> None:
+        with lock:
+            runs[ctx.name] += 1
+
+    for name in ("a", "b", "c"):
+        scheduler.add_task(note, every="1s", name=name)
+    scheduler.add_task(note, every="2s", name="slow")
+    with scheduler:
+        apscheduler = scheduler._apscheduler
+        assert apscheduler is not None
+
+        def leased_jobs() -> int:
+            return sum(job.executor == "default" for job in apscheduler.get_jobs())
+
+        assert leased_jobs() == 2  # every 1s, every 2s (housekeeping is off)
+        scheduler.add_task(note, every="1s", name="late")  # joins the running group
+        assert leased_jobs() == 2
+        wait_for(lambda: all(runs[n] >= 2 for n in ("a", "b", "c", "late")), 20, "every task")
+        wait_for(lambda: runs["slow"] >= 1, 20, "the task of its own schedule")
+
+
+def test_a_replica_that_lost_a_large_tick_defers_the_next_but_still_runs_it(
+    db_url: str, task_name: str
+) -> None:
+    anchor = _fire_time()
+    winner, winner_tasks = _replica(db_url, task_name, LARGE_BATCH, anchor)
+    other, other_tasks = _replica(db_url, task_name, LARGE_BATCH, anchor)
+    try:
+        won = winner.runner.acquire_ticks([Tick(t, anchor) for t in winner_tasks])
+        assert len(won.runs) == LARGE_BATCH
+        for run in won.runs:
+            assert run() == "succeeded"
+        lost = other.runner.acquire_ticks([Tick(t, anchor) for t in other_tasks])
+        assert lost.runs == [] and other.stats["ticks_skipped_taken"] == LARGE_BATCH
+
+        # The next tick: the loser defers every task the winner took ...
+        fire_time = time_of_slot(int(anchor.timestamp() * 1000) + 10_000)
+        fire_time = fire_time.astimezone(timezone.utc)
+        started = time.monotonic()
+        now, later = other.runner.defer([Tick(t, fire_time) for t in other_tasks])
+        assert now == [] and len(later) == LARGE_BATCH
+        assert all(0 < due - started <= DEFER_SECONDS + 0.05 for due, _ in later)
+        # ... a small batch is not deferred: it races as it fires ...
+        few = [Tick(t, fire_time) for t in other_tasks[: LARGE_BATCH // 2]]
+        assert other.runner.defer(few) == (few, [])
+        # ... and the winner, which won them, goes at once.
+        assert winner.runner.defer([Tick(t, fire_time) for t in winner_tasks])[1] == []
+
+        # The winner is gone: the deferred ticks still run on the other replica,
+        # which then no longer defers them.
+        wait_for(lambda: time.time() >= fire_time.timestamp(), 15, "the next fire time")
+        taken = other.runner.acquire_ticks([tick for _, tick in later])
+        assert len(taken.runs) == LARGE_BATCH
+        for run in taken.runs:
+            assert run() == "succeeded"
+        following = time_of_slot(int(fire_time.timestamp() * 1000) + 10_000)
+        following = following.astimezone(timezone.utc)
+        assert other.runner.defer([Tick(t, following) for t in other_tasks])[1] == []
+    finally:
+        _close(winner, other)
+
+
+def test_two_replicas_acquiring_large_batches_in_halves_win_each_slot_once(
+    db_url: str, task_name: str
+) -> None:
+    """Both replicas expect to win (nobody won before) and split: no deadlock, one winner."""
+    anchor = _fire_time()
+    count = LARGE_BATCH * 2
+    replicas = [_replica(db_url, task_name, count, anchor) for _ in range(3)]
+    skips: list[TickSkipped] = []
+    gate = threading.Barrier(len(replicas))
+    failures: list[BaseException] = []
+
+    def race(scheduler: Scheduler, tasks: list[Task]) -> None:
+        scheduler.listen(skips.append, TickSkipped)
+        try:
+            gate.wait(timeout=30)
+            # winners run on this thread as soon as each is registered
+            batch = scheduler.runner.acquire_ticks(
+                [Tick(t, anchor) for t in tasks], dispatch=lambda run: run()
+            )
+            assert batch.runs == []
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=race, args=replica) for replica in replicas]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    try:
+        assert not failures, failures
+        store = replicas[0][0].store
+        slot = int(anchor.timestamp() * 1000)
+        for task in replicas[0][1]:
+            wait_for(
+                lambda task=task: (
+                    [r.outcome for r in store.history(task.full_name)] == ["succeeded"]
+                ),
+                10,
+                f"{task.full_name} to have run once",
+            )
+        ran = sum(scheduler.stats["runs_succeeded"] for scheduler, _ in replicas)
+        assert ran == count
+        assert len(skips) == count * (len(replicas) - 1)
+        assert all(skip.slot == slot for skip in skips)
+        assert all(scheduler.stats["lease_errors"] == 0 for scheduler, _ in replicas)
+    finally:
+        _close(*(scheduler for scheduler, _ in replicas))
+
+
+def test_the_finisher_records_runs_that_end_together_at_once() -> None:
+    recorded: list[list[int]] = []
+    finisher: Finisher[int] = Finisher(recorded.append)
+    for _ in range(3):
+        finisher.started()
+    for item in (1, 2, 3):
+        finisher.ended(item)
+    wait_for(lambda: sum(len(group) for group in recorded) == 3, 5, "the runs to be recorded")
+    assert [item for group in recorded for item in group] == [1, 2, 3]
+    finisher.started()
+    finisher.ended(4)
+    finisher.close()
+    assert recorded[-1] == [4]
+
+
+def test_an_event_bus_knows_whether_anyone_listens() -> None:
+    bus = EventBus()
+    assert not bus.wants(RunStarted)
+    received: list[object] = []
+    unsubscribe = bus.listen(received.append, RunFinished)
+    assert bus.wants(RunFinished) and not bus.wants(RunStarted)
+    everything = bus.listen(received.append)
+    assert bus.wants(RunStarted) and bus.wants(TickSkipped)
+    everything()
+    unsubscribe()
+    assert not bus.wants(RunFinished)
