@@ -118,6 +118,16 @@ class LeaseInfo:
     paused: bool
     fingerprint: str | None
 
+    def held(self, db_now: float) -> bool:
+        """Whether a run holds the lease at ``db_now`` (a row made by pause never did)."""
+        return self.fence > 0 and self.expires_at > db_now
+
+    def state(self, db_now: float | None) -> str:
+        """``paused``, ``running`` (held at ``db_now``) or ``idle``."""
+        if self.paused:
+            return "paused"
+        return "running" if db_now is not None and self.held(db_now) else "idle"
+
 
 @dataclass(frozen=True)
 class RunRecord:

@@ -424,26 +424,41 @@ class TickRunner:
                 self._finisher.ended(_Finished(active, outcome, error, duration))
             else:
                 self._record(active, outcome, error)
-                logger.info(
-                    "%s slot=%s fence=%s outcome=%s duration=%.3fs",
-                    task.full_name,
-                    lease.slot,
-                    lease.fence,
-                    outcome,
-                    duration,
-                )
-                self.events.emit(
-                    RunFinished(
-                        task=task.full_name,
-                        slot=lease.slot,
-                        fence=lease.fence,
-                        manual=lease.manual,
-                        outcome=outcome,
-                        duration=duration,
-                        error=error,
-                    )
-                )
+                self._report_finished(lease, outcome, duration, error, info=True, report=True)
         return outcome
+
+    def _report_finished(
+        self,
+        lease: Lease,
+        outcome: str,
+        duration: float,
+        error: str | None,
+        *,
+        info: bool,
+        report: bool,
+    ) -> None:
+        """The run's INFO line (with ``info``) and its RunFinished event (with ``report``)."""
+        if info:
+            logger.info(
+                "%s slot=%s fence=%s outcome=%s duration=%.3fs",
+                lease.name,
+                lease.slot,
+                lease.fence,
+                outcome,
+                duration,
+            )
+        if report:
+            self.events.emit(
+                RunFinished(
+                    task=lease.name,
+                    slot=lease.slot,
+                    fence=lease.fence,
+                    manual=lease.manual,
+                    outcome=outcome,
+                    duration=duration,
+                    error=error,
+                )
+            )
 
     def _finish_batch(self, batch: list[_Finished]) -> None:
         """Record outcomes and release leases in one statement; then report each run."""
@@ -476,28 +491,14 @@ class TickRunner:
         info = logger.isEnabledFor(logging.INFO)
         report = self.events.wants(RunFinished)
         for entry in batch:
-            lease = entry.active.lease
-            if info:
-                logger.info(
-                    "%s slot=%s fence=%s outcome=%s duration=%.3fs",
-                    lease.name,
-                    lease.slot,
-                    lease.fence,
-                    entry.outcome,
-                    entry.duration,
-                )
-            if report:
-                self.events.emit(
-                    RunFinished(
-                        task=lease.name,
-                        slot=lease.slot,
-                        fence=lease.fence,
-                        manual=lease.manual,
-                        outcome=entry.outcome,
-                        duration=entry.duration,
-                        error=entry.error,
-                    )
-                )
+            self._report_finished(
+                entry.active.lease,
+                entry.outcome,
+                entry.duration,
+                entry.error,
+                info=info,
+                report=report,
+            )
 
     @staticmethod
     def _not_recorded(active: _ActiveRun, outcome: str, error: StoreError) -> None:

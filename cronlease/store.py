@@ -39,7 +39,6 @@ from cronlease.model import (
     Refusal,
     RunRecord,
     check_task_name,
-    truncate_error,
 )
 from cronlease.schema import metadata
 
@@ -240,17 +239,7 @@ class LeaseStore:
         """:meth:`finish` (with release) for runs of distinct tasks, in one round trip."""
         if not items:
             return
-        batch = [
-            Finish(
-                name=lease.name,
-                slot=lease.slot,
-                manual=lease.manual,
-                fence=lease.fence,
-                outcome=outcome,
-                error=truncate_error(error),
-            )
-            for lease, outcome, error in items
-        ]
+        batch = [Finish.of(lease, outcome, error) for lease, outcome, error in items]
         self._call(
             f"finishing {len(batch)} run(s)",
             lambda conn: self.statements.finish_many(conn, batch),
@@ -275,16 +264,7 @@ class LeaseStore:
         self._call(
             f"finishing the run of {lease.name!r}",
             lambda conn: self.statements.finish(
-                conn,
-                Finish(
-                    name=lease.name,
-                    slot=lease.slot,
-                    manual=lease.manual,
-                    fence=lease.fence,
-                    outcome=outcome,
-                    error=truncate_error(error),
-                    release=release,
-                ),
+                conn, Finish.of(lease, outcome, error, release=release)
             ),
         )
 

@@ -8,18 +8,18 @@ a skip, so CI cannot pass by skipping.
 
 from __future__ import annotations
 
+import functools
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from sqlalchemy import create_engine, text
 
 from cronlease.database import normalize_url
 from cronlease.store import LeaseStore
+from tests.support.procs import wait_for
 
 POSTGRES_URL = os.environ.get(
     "CRONLEASE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -32,31 +32,6 @@ REQUIRED = {
 }
 BACKENDS = ["sqlite", "postgresql", "mysql"]
 _unreachable: dict[str, str | None] = {}
-
-T = TypeVar("T")
-
-
-def wait_for(
-    predicate: Callable[[], T],
-    timeout: float = 5.0,
-    *,
-    interval: float = 0.01,
-    message: str | None = None,
-) -> T:
-    """Poll ``predicate`` until it returns something truthy; return that value.
-
-    Fails the test when ``timeout`` seconds pass first. This is the only way
-    tests wait: a sleep that guesses how long something takes is either slow
-    or flaky.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(message or f"condition not met within {timeout} s: {predicate!r}")
-        time.sleep(interval)
 
 
 def _server_problem(backend: str) -> str | None:
@@ -114,5 +89,5 @@ def task_name() -> str:
 
 @pytest.fixture(name="wait_for")
 def wait_for_fixture() -> Callable[..., object]:
-    """The :func:`wait_for` helper, for tests that prefer a fixture to an import."""
-    return wait_for
+    """:func:`tests.support.procs.wait_for`, polling fast, for in-process contract tests."""
+    return functools.partial(wait_for, interval=0.01)

@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +39,7 @@ from cronlease.database import create_store_engine, normalize_url
 from cronlease.model import AcquireRequest, Lease
 from cronlease.store import LeaseStore
 from tests.conftest import url_for
+from tests.support.procs import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PROCESSES = 8
@@ -158,16 +159,6 @@ def unique_name(prefix: str = "mysql") -> str:
 def server_slot(store: LeaseStore) -> int:
     """A slot a minute behind the database clock, so it and its successors are never 'future'."""
     return int(store.database_time() * 1000) - 60_000
-
-
-def wait_for(
-    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.01
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 # --- the multi-process race ----------------------------------------------------
@@ -491,7 +482,7 @@ def test_a_deadlock_victim_acquisition_is_retried_once(
                         ).scalar_one()
                     ),
                     timeout=20,
-                    what="the acquisition to wait for the locked run row",
+                    message="the acquisition to wait for the locked run row",
                     # InnoDB refreshes information_schema.innodb_trx only after 0.1 s
                     # without reads: faster polling would see a stale table forever
                     interval=0.15,

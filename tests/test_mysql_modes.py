@@ -30,7 +30,8 @@ from cronlease.dialects.mysql_script import scripts_enabled
 from cronlease.errors import StoreError
 from cronlease.model import AcquireRequest, Lease, Refusal
 from cronlease.store import LeaseStore
-from tests.conftest import url_for, wait_for
+from tests.conftest import url_for
+from tests.support.procs import wait_for
 from tests.test_batch import (  # noqa: F401 (rerun here under every forced path)
     test_a_batch_explains_each_refusal,
     test_a_batch_marks_abandoned_runs,

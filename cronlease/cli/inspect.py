@@ -164,14 +164,9 @@ def _status_of(
     db_now: float,
     now: datetime,
 ) -> dict[str, Any]:
-    held = row is not None and row.expires_at > db_now
+    held = row is not None and row.held(db_now)
     acquired = row is not None and row.fence > 0  # a row made by pause was never acquired
-    if row is not None and row.paused:
-        state = "paused"
-    elif held:
-        state = "running"
-    else:
-        state = "idle"
+    state = row.state(db_now) if row is not None else "idle"
     upcoming = spec.schedule.upcoming(now, 1) if spec is not None and spec.enabled else []
     cursor = row.slot if row is not None and row.slot >= 0 else None
     return {

@@ -34,7 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from cronlease.model import AcquireRequest, LeaseInfo, LeaseState, RunRecord
+from cronlease.model import AcquireRequest, Lease, LeaseInfo, LeaseState, RunRecord, truncate_error
 from cronlease.schema import leases, runs
 
 __all__ = ["Finish", "Statements"]
@@ -75,6 +75,19 @@ class Finish:
     outcome: str
     error: str | None
     release: bool = True
+
+    @classmethod
+    def of(cls, lease: Lease, outcome: str, error: str | None, *, release: bool = True) -> Finish:
+        """The finish of ``lease``'s run, its error text cut to the column's bound."""
+        return cls(
+            name=lease.name,
+            slot=lease.slot,
+            manual=lease.manual,
+            fence=lease.fence,
+            outcome=outcome,
+            error=truncate_error(error),
+            release=release,
+        )
 
     def params(self) -> dict[str, Any]:
         """Bind parameters of the single-run finish statements."""

@@ -93,13 +93,8 @@ def _task_dict(
     scrub: _Scrubber,
 ) -> dict[str, Any]:
     acquired = row is not None and row.fence > 0  # a row made by pause was never acquired
-    held = row is not None and acquired and db_now is not None and row.expires_at > db_now
-    if row is not None and row.paused:
-        state = "paused"
-    elif held:
-        state = "running"
-    else:
-        state = "idle"
+    held = row is not None and db_now is not None and row.held(db_now)
+    state = row.state(db_now) if row is not None else "idle"
     upcoming = schedule.upcoming(now, 1) if schedule is not None else []
     cursor = row.slot if row is not None and row.slot >= 0 else None
     last_success = next((run for run in runs if run.outcome == "succeeded"), None)

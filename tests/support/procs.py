@@ -12,7 +12,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -72,10 +74,23 @@ class Proc:
             self.popen.wait(timeout=10)
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, message: str = "") -> None:
-    """Poll ``predicate`` until it is truthy; fail after ``timeout`` seconds."""
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float = 5.0,
+    message: str = "",
+    *,
+    interval: float = 0.05,
+) -> T:
+    """Poll ``predicate`` until it returns something truthy; return that value.
+
+    Fails the test after ``timeout`` seconds. This is the only way tests wait:
+    a sleep that guesses how long something takes is either slow or flaky.
+    """
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while True:
+        value = predicate()
+        if value:
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {message or predicate}")
-        time.sleep(0.05)
+        time.sleep(interval)
