@@ -44,7 +44,6 @@ class Heartbeats:
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self.failures = 0
 
     def track(self, lease: Lease, on_lost: Callable[[], None] = lambda: None) -> Liveness:
         """Start renewing ``lease``; the Liveness tells the run whether it still holds it.
@@ -105,7 +104,6 @@ class Heartbeats:
             try:
                 still_ours = self._store.heartbeat(lease)
             except StoreError as exc:
-                self.failures += 1
                 if not entry.failing:
                     logger.warning(
                         "cannot renew the lease of %s (slot %s): %s; the run continues and "

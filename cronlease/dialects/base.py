@@ -122,9 +122,6 @@ def state_after_upsert(
 class Statements(ABC):
     """The lease and history statements of one backend."""
 
-    #: SQLAlchemy dialect names this module serves
-    dialect_names: tuple[str, ...] = ()
-
     def __init__(self, now: ColumnElement[float]) -> None:
         self.now = now
         lease_is_ours = and_(leases.c.name == name_param, leases.c.fence == fence_param)
@@ -249,14 +246,6 @@ class Statements(ABC):
     ) -> int | LeaseState | None:
         """:meth:`acquire`, but a refusal returns the lease row as it stood (None: no row),
         learnt in the same round trip or transaction."""
-
-    def _read_state(self, conn: Connection, name: str) -> LeaseState | None:
-        row = conn.execute(self._state, {"b_name": name}).first()
-        if row is None:
-            return None
-        return LeaseState(
-            slot=int(row[0]), expires_at=float(row[1]), paused=bool(row[2]), db_now=float(row[3])
-        )
 
     def acquire_many(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]

@@ -136,8 +136,6 @@ def _state(row: Row, request: AcquireRequest) -> LeaseState:
 
 
 class MySQLStatements(Statements):
-    dialect_names = ("mysql", "mariadb")
-
     def __init__(self, mode: str | None = None) -> None:
         """``mode`` forces one of :data:`MODES` (for tests); by default each connection picks."""
         super().__init__(NOW)

@@ -127,8 +127,6 @@ SELECT (SELECT count(*) FROM finished) AS finished, (SELECT count(*) FROM releas
 
 
 class PostgreSQLStatements(Statements):
-    dialect_names = ("postgresql",)
-
     def __init__(self) -> None:
         super().__init__(NOW)
         self._acquire = DriverStatement(self._acquire_and_record(manual=False))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sqlalchemy import Double, literal_column, select, text
+from sqlalchemy import Double, literal_column, text
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.engine import Connection
 
@@ -67,14 +67,11 @@ SELECT name, slot, expires_at, paused, {NOW_SQL} AS db_now
 
 
 class SQLiteStatements(Statements):
-    dialect_names = ("sqlite",)
-
     def __init__(self) -> None:
         super().__init__(NOW)
         self._acquire = build_acquire(insert, NOW, manual=False)
         self._acquire_manual = build_acquire(insert, NOW, manual=True)
         self._set_paused = build_set_paused(insert)
-        self._select_now = select(NOW)
 
     def acquire_detailed(
         self, conn: Connection, request: AcquireRequest, nonce_holder: str
