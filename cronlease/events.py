@@ -137,6 +137,10 @@ class EventBus:
 
         return unsubscribe
 
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock (a parent thread may have held this one)."""
+        self._lock = threading.Lock()
+
     def wants(self, kind: type[Event]) -> bool:
         """Whether some listener would receive an event of ``kind``.
 

@@ -129,6 +129,10 @@ class Scheduler:
         self._skew = None
         self._lock = threading.RLock()
         self._stop_requested = threading.Event()
+        # Kept across the fork (listeners stay subscribed), but a parent thread
+        # may have held their locks at the instant of fork.
+        self.stats.after_fork()
+        self.events.after_fork()
         if self._default_holder:
             self.holder = default_holder()
         self.runner = self._make_runner()

@@ -15,6 +15,10 @@ class Stats:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
 
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock (a parent thread may have held this one)."""
+        self._lock = threading.Lock()
+
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:
             self._counts[name] += amount
