@@ -41,9 +41,9 @@ def watch_statements(engine: Engine, on_statement: StatementWatcher) -> Iterator
     """Report every statement cronlease sends to the driver on ``engine``.
 
     Two paths: SQLAlchemy's execution (its cursor events) and cronlease's
-    driver statements, which bypass those events (cronlease.dialects.driver).
+    driver statements, which bypass those events (cronlease._lease.dialects.driver).
     """
-    from cronlease.dialects.driver import DriverStatement
+    from cronlease._lease.dialects.driver import DriverStatement
 
     def on_execute(
         conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool

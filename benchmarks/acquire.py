@@ -26,9 +26,9 @@ from typing import Any
 from _common import header, median, summary, table, url_for, watch_statements, write_json
 from sqlalchemy import event
 
-from cronlease.database import create_store_engine
-from cronlease.model import AcquireRequest, Lease
-from cronlease.store import LeaseStore
+from cronlease._lease.database import create_store_engine
+from cronlease._lease.model import AcquireRequest, Lease
+from cronlease._lease.store import LeaseStore
 
 Step = tuple[str, Any, "tuple[str, ...] | None"]  # statement, parameters, positional names
 

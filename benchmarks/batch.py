@@ -37,9 +37,9 @@ from _common import (
 )
 from acquire import Replay
 
-from cronlease.database import create_store_engine
-from cronlease.model import AcquireRequest, Lease
-from cronlease.store import LeaseStore
+from cronlease._lease.database import create_store_engine
+from cronlease._lease.model import AcquireRequest, Lease
+from cronlease._lease.store import LeaseStore
 
 
 def run_once(backend: str, url: str, sizes: list[int], rounds: int) -> dict[int, dict[str, float]]:

@@ -26,9 +26,9 @@ from _common import header, table, url_for, write_json
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
-from cronlease.database import create_store_engine
-from cronlease.model import AcquireRequest, Lease
-from cronlease.store import LeaseStore
+from cronlease._lease.database import create_store_engine
+from cronlease._lease.model import AcquireRequest, Lease
+from cronlease._lease.store import LeaseStore
 
 
 class CountingProxy:

@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-from cronlease.errors import (
-    ConfigError,
-    CronleaseError,
-    SchedulerError,
-    StoreError,
-    TaskTimeout,
-    UnknownTaskError,
-)
-from cronlease.events import (
+from cronlease._events import (
     ClockChecked,
     DatabaseRecovered,
     DatabaseUnavailable,
@@ -20,11 +12,19 @@ from cronlease.events import (
     RunStarted,
     TickSkipped,
 )
-from cronlease.model import Lease, LeaseInfo, RunRecord
-from cronlease.schedule import Schedule
-from cronlease.scheduler import Scheduler
-from cronlease.store import LeaseStore
-from cronlease.task import RunContext, Task
+from cronlease._lease.model import Lease, LeaseInfo, RunRecord
+from cronlease._lease.store import LeaseStore
+from cronlease._scheduler import Scheduler
+from cronlease._task import RunContext, Task
+from cronlease._timing.schedule import Schedule
+from cronlease.errors import (
+    ConfigError,
+    CronleaseError,
+    SchedulerError,
+    StoreError,
+    TaskTimeout,
+    UnknownTaskError,
+)
 
 __version__ = "0.1.0"
 

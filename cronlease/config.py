@@ -40,13 +40,13 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from cronlease.commands import CommandTask
-from cronlease.database import DEFAULT_URL, normalize_url
+from cronlease._lease.database import DEFAULT_URL, normalize_url
+from cronlease._lease.model import check_task_name
+from cronlease._scheduler import Scheduler
+from cronlease._shell_task import CommandTask
+from cronlease._task import CATCH_UP_POLICIES, RunContext, Task, _wants_context
+from cronlease._timing.schedule import Schedule, parse_duration
 from cronlease.errors import ConfigError, TaskTimeout
-from cronlease.model import check_task_name
-from cronlease.schedule import Schedule, parse_duration
-from cronlease.scheduler import Scheduler
-from cronlease.task import CATCH_UP_POLICIES, RunContext, Task, _wants_context
 
 if sys.version_info >= (3, 11):
     import tomllib

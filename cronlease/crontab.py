@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cronlease._timing.schedule import Schedule
 from cronlease.errors import ConfigError
-from cronlease.schedule import Schedule
 
 __all__ = ["Translation", "local_timezone", "translate_crontab"]
 

@@ -10,7 +10,7 @@ Every exception cronlease raises on purpose derives from one root::
     └── TaskTimeout          raised by a task (e.g. a command) that ran past its timeout;
                              the run is recorded ``timed_out``
 
-Not getting a lease is not an error: :meth:`cronlease.store.LeaseStore.acquire`
+Not getting a lease is not an error: :meth:`cronlease._lease.store.LeaseStore.acquire`
 returns ``None`` for it.
 """
 

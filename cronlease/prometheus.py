@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.registry import REGISTRY
 
-from cronlease.events import (
+from cronlease._events import (
     ClockChecked,
     DatabaseRecovered,
     DatabaseUnavailable,
@@ -58,7 +58,7 @@ from cronlease.events import (
 )
 
 if TYPE_CHECKING:
-    from cronlease.scheduler import Scheduler
+    from cronlease._scheduler import Scheduler
 
 __all__ = ["DURATION_BUCKETS", "Metrics", "instrument"]
 

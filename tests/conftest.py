@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from cronlease.database import normalize_url
-from cronlease.store import LeaseStore
+from cronlease._lease.database import normalize_url
+from cronlease._lease.store import LeaseStore
 from tests.support.procs import wait_for
 
 POSTGRES_URL = os.environ.get(

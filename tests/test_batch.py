@@ -23,12 +23,12 @@ import pytest
 from sqlalchemy import create_engine, select
 
 from cronlease import RunContext, Scheduler
-from cronlease.database import normalize_url
+from cronlease._events import TickSkipped
+from cronlease._lease.database import normalize_url
+from cronlease._lease.model import AcquireRequest, Lease, Refusal
+from cronlease._lease.store import LeaseStore
+from cronlease._timing.schedule import time_of_slot
 from cronlease.errors import StoreError
-from cronlease.events import TickSkipped
-from cronlease.model import AcquireRequest, Lease, Refusal
-from cronlease.schedule import time_of_slot
-from cronlease.store import LeaseStore
 from tests.support import ledger
 from tests.support.procs import Proc, wait_for
 
@@ -192,7 +192,7 @@ def test_late_pickup_and_skip_events_on_the_batched_path(db_url: str, task_name:
 
 
 def _tick(task: object, fire_time: datetime) -> object:
-    from cronlease.runner import Tick
+    from cronlease._run.runner import Tick
 
     return Tick(task, fire_time)  # type: ignore[arg-type]
 

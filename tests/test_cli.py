@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from cronlease import LeaseStore
-from cronlease.model import AcquireRequest
+from cronlease._lease.model import AcquireRequest
 from tests.conftest import url_for
 from tests.support.procs import wait_for
 from tests.test_commands import process_gone

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from cronlease import Scheduler
+from cronlease._lease.database import DEFAULT_URL
 from cronlease.config import DATABASE_ENV, ConfigFileError, load_config
 from cronlease.crontab import translate_crontab
-from cronlease.database import DEFAULT_URL
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from cronlease.errors import ConfigError
-from cronlease.model import (
+from cronlease._lease.model import (
     AcquireRequest,
     Lease,
     LeaseInfo,
@@ -29,8 +28,9 @@ from cronlease.model import (
     RunRecord,
     truncate_error,
 )
-from cronlease.schema import MAX_ERROR_LENGTH, MAX_NAME_LENGTH
-from cronlease.store import LeaseStore
+from cronlease._lease.schema import MAX_ERROR_LENGTH, MAX_NAME_LENGTH
+from cronlease._lease.store import LeaseStore
+from cronlease.errors import ConfigError
 
 HOLDER = "host:1234:abcdef"
 SHORT_TTL = 0.3  # seconds: long enough to see "not yet", short enough to keep the suite fast

@@ -14,8 +14,8 @@ from sqlalchemy import Boolean, Integer, String, bindparam, literal, select, tex
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from cronlease.database import create_store_engine
-from cronlease.dialects.driver import DriverStatement
+from cronlease._lease.database import create_store_engine
+from cronlease._lease.dialects.driver import DriverStatement
 from tests.conftest import url_for
 
 ECHO = DriverStatement(

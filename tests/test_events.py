@@ -19,7 +19,7 @@ from cronlease import (
     Scheduler,
     TickSkipped,
 )
-from cronlease.schema import leases
+from cronlease._lease.schema import leases
 from tests.support.procs import wait_for
 
 

@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from cronlease import Scheduler
-from cronlease.model import AcquireRequest
-from cronlease.scheduler import HOUSEKEEPING_TASK
+from cronlease._lease.model import AcquireRequest
+from cronlease._scheduler import HOUSEKEEPING_TASK
 from tests.support.procs import wait_for
 
 

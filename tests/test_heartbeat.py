@@ -10,8 +10,8 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from cronlease import LeaseStore, RunContext, Scheduler
-from cronlease.model import AcquireRequest
-from cronlease.schedule import slot_of
+from cronlease._lease.model import AcquireRequest
+from cronlease._timing.schedule import slot_of
 from tests.conftest import url_for
 from tests.support.procs import wait_for
 from tests.support.tcpproxy import TcpProxy

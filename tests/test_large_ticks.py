@@ -16,12 +16,12 @@ from collections import Counter
 from datetime import datetime, timezone
 
 from cronlease import RunContext, Scheduler
-from cronlease.batching import DEFER_SECONDS, LARGE_BATCH
-from cronlease.events import EventBus, RunFinished, RunStarted, TickSkipped
-from cronlease.finisher import Finisher
-from cronlease.runner import Tick
-from cronlease.schedule import time_of_slot
-from cronlease.task import Task
+from cronlease._events import EventBus, RunFinished, RunStarted, TickSkipped
+from cronlease._run.batching import DEFER_SECONDS, LARGE_BATCH
+from cronlease._run.finisher import Finisher
+from cronlease._run.runner import Tick
+from cronlease._task import Task
+from cronlease._timing.schedule import time_of_slot
 from tests.support.procs import wait_for
 
 

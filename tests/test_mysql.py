@@ -35,9 +35,9 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection, Engine
 
-from cronlease.database import create_store_engine, normalize_url
-from cronlease.model import AcquireRequest, Lease
-from cronlease.store import LeaseStore
+from cronlease._lease.database import create_store_engine, normalize_url
+from cronlease._lease.model import AcquireRequest, Lease
+from cronlease._lease.store import LeaseStore
 from tests.conftest import url_for
 from tests.support.procs import wait_for
 
@@ -63,9 +63,9 @@ WORKER = textwrap.dedent(
     """
     import logging, os, random, sys, traceback
     from sqlalchemy import create_engine, text
-    from cronlease.database import create_store_engine, normalize_url
-    from cronlease.model import AcquireRequest
-    from cronlease.store import LeaseStore
+    from cronlease._lease.database import create_store_engine, normalize_url
+    from cronlease._lease.model import AcquireRequest
+    from cronlease._lease.store import LeaseStore
 
     url, isolation, time_zone, ledger, holder = sys.argv[1:6]
     logging.basicConfig(stream=sys.stderr, level=logging.DEBUG)

@@ -24,12 +24,12 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
-from cronlease.database import create_store_engine, normalize_url
-from cronlease.dialects.mysql import MySQLStatements
-from cronlease.dialects.mysql_script import scripts_enabled
+from cronlease._lease.database import create_store_engine, normalize_url
+from cronlease._lease.dialects.mysql import MySQLStatements
+from cronlease._lease.dialects.mysql_script import scripts_enabled
+from cronlease._lease.model import AcquireRequest, Lease, Refusal
+from cronlease._lease.store import LeaseStore
 from cronlease.errors import StoreError
-from cronlease.model import AcquireRequest, Lease, Refusal
-from cronlease.store import LeaseStore
 from tests.conftest import url_for
 from tests.support.procs import wait_for
 from tests.test_batch import (  # noqa: F401 (rerun here under every forced path)

@@ -8,9 +8,9 @@ from pathlib import Path
 from sqlalchemy import create_engine, text, update
 
 from cronlease import LeaseStore
-from cronlease.database import normalize_url
-from cronlease.model import AcquireRequest, Lease
-from cronlease.schema import leases
+from cronlease._lease.database import normalize_url
+from cronlease._lease.model import AcquireRequest, Lease
+from cronlease._lease.schema import leases
 from tests.conftest import url_for
 from tests.support.procs import wait_for
 

@@ -12,8 +12,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from sqlalchemy import update
 
 from cronlease import RunContext, Scheduler
+from cronlease._lease.schema import leases
 from cronlease.prometheus import instrument
-from cronlease.schema import leases
 from tests.support.procs import wait_for
 
 

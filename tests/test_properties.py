@@ -24,8 +24,8 @@ from hypothesis.stateful import (
 from sqlalchemy import update
 
 from cronlease import ConfigError, LeaseStore, Schedule
-from cronlease.model import AcquireRequest, Lease
-from cronlease.schema import leases
+from cronlease._lease.model import AcquireRequest, Lease
+from cronlease._lease.schema import leases
 from tests.conftest import url_for
 
 HOLDERS = ("a", "b", "c")

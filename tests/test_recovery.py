@@ -13,9 +13,9 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from cronlease import LeaseStore, Scheduler
-from cronlease.database import normalize_url
-from cronlease.model import AcquireRequest
-from cronlease.schedule import slot_of
+from cronlease._lease.database import normalize_url
+from cronlease._lease.model import AcquireRequest
+from cronlease._timing.schedule import slot_of
 from tests.conftest import url_for
 from tests.support import ledger
 from tests.support.procs import Proc, wait_for

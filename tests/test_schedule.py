@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cronlease.errors import ConfigError
-from cronlease.schedule import (
+from cronlease._timing.schedule import (
     EPOCH,
     MAX_TTL,
     MIN_TTL,
@@ -21,6 +20,7 @@ from cronlease.schedule import (
     slot_of,
     time_of_slot,
 )
+from cronlease.errors import ConfigError
 
 UTC = timezone.utc
 

@@ -7,7 +7,7 @@ import glob
 import pytest
 
 from cronlease import LeaseStore
-from cronlease.clock import measure_skew
+from cronlease._timing.clock import measure_skew
 from tests.support import ledger
 from tests.support.procs import Proc, wait_for
 from tests.test_replicas import assert_every_slot_once

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from cronlease._task import Liveness, RunContext, Task
+from cronlease._timing.schedule import MAX_TTL, Schedule
 from cronlease.errors import ConfigError
-from cronlease.schedule import MAX_TTL, Schedule
-from cronlease.task import Liveness, RunContext, Task
 
 WaitFor = Callable[..., Any]
 FIRE = datetime(2026, 1, 1, tzinfo=timezone.utc)

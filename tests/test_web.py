@@ -24,7 +24,7 @@ from starlette.routing import Mount
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from cronlease import LeaseStore, Scheduler
-from cronlease.schedule import Schedule
+from cronlease._timing.schedule import Schedule
 from cronlease.web import asgi_app, make_server, wsgi_app
 from tests.conftest import url_for
 from tests.support.procs import Proc

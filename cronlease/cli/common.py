@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from cronlease._lease.database import DEFAULT_URL, create_store_engine, normalize_url
+from cronlease._lease.store import LeaseStore
 from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG, Config, TaskSpec, load_config
-from cronlease.database import DEFAULT_URL, create_store_engine, normalize_url
-from cronlease.store import LeaseStore
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

@@ -6,6 +6,13 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
+from cronlease._health import overdue_tasks
+from cronlease._lease.database import redact
+from cronlease._lease.model import LeaseInfo, RunRecord
+from cronlease._scheduler import HOUSEKEEPING_TASK
+from cronlease._task import Task
+from cronlease._timing.clock import measure_skew
+from cronlease._timing.schedule import time_of_slot
 from cronlease.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -26,14 +33,7 @@ from cronlease.cli.output import (
     _short_time,
     _zone,
 )
-from cronlease.clock import measure_skew
 from cronlease.config import Config, TaskSpec
-from cronlease.database import redact
-from cronlease.health import overdue_tasks
-from cronlease.model import LeaseInfo, RunRecord
-from cronlease.schedule import time_of_slot
-from cronlease.scheduler import HOUSEKEEPING_TASK
-from cronlease.task import Task
 
 # --- status and history -------------------------------------------------------
 

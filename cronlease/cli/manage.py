@@ -16,6 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from cronlease._lease.database import redact
+from cronlease._lease.store import LeaseStore
+from cronlease._scheduler import Scheduler
+from cronlease._timing.schedule import Schedule
 from cronlease.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -30,11 +34,7 @@ from cronlease.cli.common import (
 from cronlease.cli.output import _error_summary, _format_duration, _holder
 from cronlease.config import Config
 from cronlease.crontab import local_timezone, translate_crontab
-from cronlease.database import redact
 from cronlease.errors import StoreError
-from cronlease.schedule import Schedule
-from cronlease.scheduler import Scheduler
-from cronlease.store import LeaseStore
 from cronlease.web import serve
 
 # --- pause, resume, trigger, init-db ----------------------------------------------

@@ -7,7 +7,7 @@ import sys
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
-from cronlease.schedule import Schedule
+from cronlease._timing.schedule import Schedule
 
 
 def _error(message: str) -> None:

@@ -10,6 +10,9 @@ from datetime import datetime, timezone
 from types import FrameType
 from typing import Any
 
+from cronlease._lease.database import redact
+from cronlease._scheduler import Scheduler
+from cronlease._shell_task import terminate_running
 from cronlease.cli.common import (
     DISABLED_ENV,
     EXIT_OK,
@@ -18,10 +21,7 @@ from cronlease.cli.common import (
     logger,
 )
 from cronlease.cli.output import _format_duration, _print_json, _zone
-from cronlease.commands import terminate_running
 from cronlease.config import Config, TaskSpec
-from cronlease.database import redact
-from cronlease.scheduler import Scheduler
 
 # --- run ----------------------------------------------------------------------
 

@@ -15,13 +15,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMappi
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from cronlease.schedule import Schedule
-from cronlease.store import LeaseStore
+from cronlease._lease.store import LeaseStore
+from cronlease._timing.schedule import Schedule
 from cronlease.web.collect import collect_status
 from cronlease.web.render import DEFAULT_REFRESH, render_html
 
 if TYPE_CHECKING:
-    from cronlease.scheduler import Scheduler
+    from cronlease._scheduler import Scheduler
 
 JSON_PATH = "/status.json"
 DEFAULT_RUNS = 5

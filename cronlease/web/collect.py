@@ -13,10 +13,10 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import SQLAlchemyError
 
+from cronlease._lease.model import LeaseInfo, RunRecord
+from cronlease._lease.store import LeaseStore
+from cronlease._timing.schedule import Schedule, time_of_slot
 from cronlease.errors import StoreError
-from cronlease.model import LeaseInfo, RunRecord
-from cronlease.schedule import Schedule, time_of_slot
-from cronlease.store import LeaseStore
 
 if TYPE_CHECKING:
     from cronlease.web.app import StatusPage

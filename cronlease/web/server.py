@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from wsgiref.simple_server import make_server as _make_server
 
-from cronlease.store import LeaseStore
+from cronlease._lease.store import LeaseStore
 from cronlease.web.app import wsgi_app
 
 if TYPE_CHECKING:
-    from cronlease.scheduler import Scheduler
+    from cronlease._scheduler import Scheduler
 
 logger = logging.getLogger("cronlease")
 

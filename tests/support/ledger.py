@@ -13,7 +13,7 @@ from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, cre
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
 
-from cronlease.database import normalize_url
+from cronlease._lease.database import normalize_url
 
 _metadata = MetaData()
 ledger = Table(

@@ -14,7 +14,7 @@ import time
 from datetime import datetime, timezone
 
 from cronlease import Scheduler
-from cronlease.schedule import time_of_slot
+from cronlease._timing.schedule import time_of_slot
 from tests.support import ledger
 
 

@@ -120,7 +120,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
             )
             if engine.dialect.driver == "pymysql":
                 # One request per lease transaction (multi-statement queries).
-                from cronlease.dialects.mysql_script import enable_scripts
+                from cronlease._lease.dialects.mysql_script import enable_scripts
 
                 enable_scripts(engine)
             return engine

@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from cronlease.store import LeaseStore
+from cronlease._lease.store import LeaseStore
 
 __all__ = ["ClockCheck", "SkewDetector", "measure_skew"]
 

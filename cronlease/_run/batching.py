@@ -1,6 +1,6 @@
 """Ticks that fell due together, decided as a batch: defer, admit, acquire, hand out.
 
-:class:`BatchDecider` is the batched path of :class:`~cronlease.runner.TickRunner`
+:class:`BatchDecider` is the batched path of :class:`~cronlease._run.runner.TickRunner`
 (``acquire_ticks`` and ``defer`` there). Per tick it applies exactly the
 rules of a single tick — shutdown, grace, local overlap, then the lease — but
 it is built for the common fleet case: hundreds of tasks due at one instant
@@ -37,15 +37,15 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from cronlease._events import TickSkipped
+from cronlease._lease.model import AcquireRequest, Lease, Refusal
+from cronlease._run.ticks import Batch, SideThread, Tick, Timing
+from cronlease._task import Task
+from cronlease._timing.schedule import slot_of
 from cronlease.errors import StoreError
-from cronlease.events import TickSkipped
-from cronlease.model import AcquireRequest, Lease, Refusal
-from cronlease.schedule import slot_of
-from cronlease.task import Task
-from cronlease.ticks import Batch, SideThread, Tick, Timing
 
 if TYPE_CHECKING:
-    from cronlease.runner import TickRunner
+    from cronlease._run.runner import TickRunner
 
 __all__ = ["DEFER_SECONDS", "LARGE_BATCH", "BatchDecider", "warn_future"]
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from cronlease._lease.model import check_task_name
+from cronlease._timing.schedule import Schedule, parse_duration, time_of_slot
 from cronlease.errors import ConfigError
-from cronlease.model import check_task_name
-from cronlease.schedule import Schedule, parse_duration, time_of_slot
 
 __all__ = ["CATCH_UP_POLICIES", "CatchUp", "Liveness", "RunContext", "Task"]
 

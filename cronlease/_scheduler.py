@@ -21,18 +21,18 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.engine import Engine
 
-from cronlease.clock import ClockCheck, SkewDetector
-from cronlease.database import create_store_engine
+from cronlease._events import ClockChecked, Event, EventBus
+from cronlease._health import Health, overdue_tasks
+from cronlease._lease.database import create_store_engine
+from cronlease._lease.model import check_task_name
+from cronlease._lease.store import LeaseStore
+from cronlease._run.executor import BatchingScheduler, LeaseExecutor
+from cronlease._run.runner import TickRunner
+from cronlease._stats import Stats
+from cronlease._task import Task
+from cronlease._timing.clock import ClockCheck, SkewDetector
+from cronlease._timing.schedule import parse_duration
 from cronlease.errors import ConfigError, SchedulerError, StoreError, UnknownTaskError
-from cronlease.events import ClockChecked, Event, EventBus
-from cronlease.executor import BatchingScheduler, LeaseExecutor
-from cronlease.health import Health, overdue_tasks
-from cronlease.model import check_task_name
-from cronlease.runner import TickRunner
-from cronlease.schedule import parse_duration
-from cronlease.stats import Stats
-from cronlease.store import LeaseStore
-from cronlease.task import Task
 
 __all__ = ["HOUSEKEEPING_TASK", "Scheduler", "default_holder"]
 
@@ -443,7 +443,7 @@ class Scheduler:
         """Call ``listener`` with each event of ``types`` (all if none); returns unsubscribe.
 
         Events: RunStarted, RunFinished, TickSkipped, LeaseLost, DatabaseUnavailable,
-        DatabaseRecovered, ClockChecked (see :mod:`cronlease.events`).
+        DatabaseRecovered, ClockChecked (see :mod:`cronlease._events`).
         """
         return self.events.listen(listener, *types)
 

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from cronlease.model import LeaseInfo
-from cronlease.schedule import slot_of, time_of_slot
-from cronlease.task import Task
+from cronlease._lease.model import LeaseInfo
+from cronlease._task import Task
+from cronlease._timing.schedule import slot_of, time_of_slot
 
 __all__ = ["Health", "overdue_tasks"]
 

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cronlease._lease.model import Lease
+from cronlease._lease.store import LeaseStore
+from cronlease._task import Liveness
 from cronlease.errors import StoreError
-from cronlease.model import Lease
-from cronlease.store import LeaseStore
-from cronlease.task import Liveness
 
 __all__ = ["Heartbeats"]
 

@@ -8,8 +8,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cronlease._lease.schema import MAX_ERROR_LENGTH, MAX_HOLDER_LENGTH, MAX_NAME_LENGTH
 from cronlease.errors import ConfigError
-from cronlease.schema import MAX_ERROR_LENGTH, MAX_HOLDER_LENGTH, MAX_NAME_LENGTH
 
 __all__ = [
     "FINAL_OUTCOMES",

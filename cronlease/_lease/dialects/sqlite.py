@@ -1,7 +1,7 @@
 """SQLite statements (SQLite >= 3.35 for RETURNING).
 
 SQLite has no data-modifying CTEs, so acquisition is three statements in one
-``BEGIN IMMEDIATE`` transaction (see :mod:`cronlease.database`): all local,
+``BEGIN IMMEDIATE`` transaction (see :mod:`cronlease._lease.database`): all local,
 and atomic all the same. The RETURNING result is read fully before commit.
 
 Batches pass one JSON array parameter read with ``json_each()``: one statement
@@ -18,15 +18,15 @@ from sqlalchemy import Double, literal_column, text
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.engine import Connection
 
-from cronlease.dialects.base import (
+from cronlease._lease.dialects.base import (
     Finish,
     Statements,
     acquire_params,
     state_after_upsert,
 )
-from cronlease.dialects.on_conflict import build_acquire, build_set_paused
-from cronlease.model import AcquireRequest, LeaseState
-from cronlease.schema import leases
+from cronlease._lease.dialects.on_conflict import build_acquire, build_set_paused
+from cronlease._lease.model import AcquireRequest, LeaseState
+from cronlease._lease.schema import leases
 
 __all__ = ["STATEMENTS", "SQLiteStatements"]
 

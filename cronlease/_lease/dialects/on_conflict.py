@@ -27,8 +27,8 @@ from sqlalchemy import (
     true,
 )
 
-from cronlease.dialects.base import name_param, slot_param, ttl_param
-from cronlease.schema import leases
+from cronlease._lease.dialects.base import name_param, slot_param, ttl_param
+from cronlease._lease.schema import leases
 
 __all__ = ["build_acquire", "build_set_paused"]
 

@@ -1,6 +1,6 @@
 """Values and helpers of the batched tick path: ticks, batches, per-schedule timing.
 
-Kept apart from :mod:`cronlease.runner`, which decides and runs ticks with them.
+Kept apart from :mod:`cronlease._run.runner`, which decides and runs ticks with them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from cronlease.task import Task
+from cronlease._task import Task
 
 __all__ = ["Batch", "SideThread", "Tick", "Timing"]
 

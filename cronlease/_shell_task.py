@@ -1,7 +1,7 @@
 """Shell-command tasks: run a program once per tick, supervised, with its output in the log.
 
 A :class:`CommandTask` is an ordinary task function (it takes the
-:class:`~cronlease.task.RunContext`), so the lease, history and heartbeats
+:class:`~cronlease._task.RunContext`), so the lease, history and heartbeats
 work exactly as for Python tasks:
 
 - No shell unless ``shell=True`` (then ``/bin/sh -c``). The child gets its own
@@ -10,7 +10,7 @@ work exactly as for Python tasks:
   ``CRONLEASE_FENCE``, ``CRONLEASE_SCHEDULED_FOR`` (ISO 8601, UTC) and
   ``CRONLEASE_MANUAL`` (``1`` for a manual run).
 - stdout and stderr are logged line by line as they come, to the logger
-  ``cronlease.task.<name>`` (stdout at INFO, stderr at WARNING). Nothing is
+  ``cronlease._task.<name>`` (stdout at INFO, stderr at WARNING). Nothing is
   buffered without bound: over-long lines are cut, and only the last lines of
   stderr are kept, for the run's error summary.
 - Exit status 0 is success. A nonzero status (or death by a signal) raises
@@ -45,8 +45,8 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import timezone
 
+from cronlease._task import RunContext
 from cronlease.errors import CronleaseError, TaskTimeout
-from cronlease.task import RunContext
 
 __all__ = ["CommandError", "CommandTask", "terminate_running"]
 
@@ -114,7 +114,7 @@ class CommandTask:
         self.timeout = timeout
         self.kill_grace = kill_grace
         self.terminate_on_lost = terminate_on_lost
-        self.logger = logging.getLogger(f"cronlease.task.{name}")
+        self.logger = logging.getLogger(f"cronlease._task.{name}")
         self.__name__ = name  # shown by the scheduler like a function's name
 
     def __repr__(self) -> str:

@@ -8,7 +8,7 @@ psycopg sees one query text and keeps it prepared), and still run on a
 connection checked out through SQLAlchemy's pool. What this module adds is
 the error path SQLAlchemy would have taken: a driver error becomes a
 :class:`sqlalchemy.exc.DBAPIError`, and one that means the connection is gone
-invalidates it, so :class:`cronlease.store.LeaseStore` retries and checks
+invalidates it, so :class:`cronlease._lease.store.LeaseStore` retries and checks
 unknown outcomes exactly as for any other statement.
 
 Bind processors run as SQLAlchemy would run them; results are the driver's

@@ -7,7 +7,7 @@ text either way, so the path MySQL takes is the path tested here on MariaDB.
 
 from __future__ import annotations
 
-from cronlease.schema import leases, runs
+from cronlease._lease.schema import leases, runs
 
 __all__ = [
     "ABANDON_OURS",

@@ -2,7 +2,7 @@
 
 Contract (the same on every backend; the contract suite in ``tests/`` proves it):
 
-- :meth:`LeaseStore.acquire` returns a :class:`~cronlease.model.Lease` when this
+- :meth:`LeaseStore.acquire` returns a :class:`~cronlease._lease.model.Lease` when this
   call took the task's lease for the slot, and ``None`` when it did not
   (someone holds or already ran the slot, the slot is old or from the future,
   or the task is paused). A slot can be acquired once, ever.
@@ -27,11 +27,10 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from cronlease.database import create_store_engine, redact
-from cronlease.dialects import Statements, statements_for
-from cronlease.dialects.base import Finish
-from cronlease.errors import StoreError
-from cronlease.model import (
+from cronlease._lease.database import create_store_engine, redact
+from cronlease._lease.dialects import Statements, statements_for
+from cronlease._lease.dialects.base import Finish
+from cronlease._lease.model import (
     AcquireRequest,
     Lease,
     LeaseInfo,
@@ -40,7 +39,8 @@ from cronlease.model import (
     RunRecord,
     check_task_name,
 )
-from cronlease.schema import metadata
+from cronlease._lease.schema import metadata
+from cronlease.errors import StoreError
 
 __all__ = ["LeaseStore"]
 

@@ -61,8 +61,8 @@ from sqlalchemy.dialects.mysql import insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
-from cronlease.dialects import mysql_sql as sql
-from cronlease.dialects.base import (
+from cronlease._lease.dialects import mysql_sql as sql
+from cronlease._lease.dialects.base import (
     ABANDONED_ERROR,
     Finish,
     Statements,
@@ -70,9 +70,9 @@ from cronlease.dialects.base import (
     name_param,
     state_after_upsert,
 )
-from cronlease.dialects.mysql_script import run_script, script, scripts_enabled
-from cronlease.model import AcquireRequest, LeaseState
-from cronlease.schema import leases
+from cronlease._lease.dialects.mysql_script import run_script, script, scripts_enabled
+from cronlease._lease.model import AcquireRequest, LeaseState
+from cronlease._lease.schema import leases
 
 __all__ = ["MODES", "NOW", "STATEMENTS", "MySQLStatements"]
 

@@ -5,7 +5,7 @@ statement (data-modifying CTEs), so a crash between them cannot leave a run
 unrecorded; finishing a run and releasing its lease are one statement too.
 The clock is ``statement_timestamp()``: ``now()`` is the transaction start.
 The statements of the tick path run on the driver's cursor
-(:mod:`cronlease.dialects.driver`), the rest through SQLAlchemy.
+(:mod:`cronlease._lease.dialects.driver`), the rest through SQLAlchemy.
 
 Batches (:meth:`PostgreSQLStatements.acquire_many`, ``finish_many``) are the
 same statements over ``unnest()`` of parallel array parameters: one statement
@@ -35,11 +35,11 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
-from cronlease.dialects.base import ABANDONED_ERROR, Finish, Statements, acquire_params
-from cronlease.dialects.driver import DriverStatement
-from cronlease.dialects.on_conflict import build_acquire, build_set_paused
-from cronlease.model import AcquireRequest, LeaseState
-from cronlease.schema import leases, runs
+from cronlease._lease.dialects.base import ABANDONED_ERROR, Finish, Statements, acquire_params
+from cronlease._lease.dialects.driver import DriverStatement
+from cronlease._lease.dialects.on_conflict import build_acquire, build_set_paused
+from cronlease._lease.model import AcquireRequest, LeaseState
+from cronlease._lease.schema import leases, runs
 
 __all__ = ["STATEMENTS", "PostgreSQLStatements"]
 

@@ -5,7 +5,7 @@ Core, from one expression for the database clock (epoch seconds as a double).
 Every method takes an open :class:`~sqlalchemy.engine.Connection` and owns its
 transaction: backends that run in autocommit (PostgreSQL) use one statement
 per method, so the ``with conn.begin()`` blocks cost nothing there.
-Driver exceptions propagate; :class:`cronlease.store.LeaseStore` wraps them.
+Driver exceptions propagate; :class:`cronlease._lease.store.LeaseStore` wraps them.
 """
 
 from __future__ import annotations
@@ -34,8 +34,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from cronlease.model import AcquireRequest, Lease, LeaseInfo, LeaseState, RunRecord, truncate_error
-from cronlease.schema import leases, runs
+from cronlease._lease.model import (
+    AcquireRequest,
+    Lease,
+    LeaseInfo,
+    LeaseState,
+    RunRecord,
+    truncate_error,
+)
+from cronlease._lease.schema import leases, runs
 
 __all__ = ["Finish", "Statements"]
 

@@ -6,16 +6,16 @@ import importlib
 
 from sqlalchemy.engine import Engine
 
-from cronlease.dialects.base import Statements
+from cronlease._lease.dialects.base import Statements
 from cronlease.errors import ConfigError
 
 __all__ = ["Statements", "statements_for"]
 
 _MODULES = {
-    "sqlite": "cronlease.dialects.sqlite",
-    "postgresql": "cronlease.dialects.postgresql",
-    "mysql": "cronlease.dialects.mysql",
-    "mariadb": "cronlease.dialects.mysql",
+    "sqlite": "cronlease._lease.dialects.sqlite",
+    "postgresql": "cronlease._lease.dialects.postgresql",
+    "mysql": "cronlease._lease.dialects.mysql",
+    "mariadb": "cronlease._lease.dialects.mysql",
 }
 
 

@@ -11,9 +11,9 @@ Two ways in, with the same per-tick rules:
   tools, tests).
 - :meth:`TickRunner.acquire_ticks` takes every tick that fell due together,
   checks each one's grace, overlap and shutdown, acquires all the survivors'
-  leases in one batch (:mod:`cronlease.batching`), and hands out the
+  leases in one batch (:mod:`cronlease._run.batching`), and hands out the
   winners' runs to dispatch, so only winners ever occupy a worker thread.
-  Their outcomes are recorded by a finisher thread (:mod:`cronlease.finisher`):
+  Their outcomes are recorded by a finisher thread (:mod:`cronlease._run.finisher`):
   runs that end together share one statement, so a tick of many short tasks
   costs one acquire (two for a large batch) and about one finish.
 """
@@ -32,9 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from cronlease.batching import BatchDecider, warn_future
-from cronlease.errors import StoreError, TaskTimeout
-from cronlease.events import (
+from cronlease._events import (
     DatabaseRecovered,
     DatabaseUnavailable,
     EventBus,
@@ -44,14 +42,16 @@ from cronlease.events import (
     SkipReason,
     TickSkipped,
 )
-from cronlease.finisher import Finisher
-from cronlease.heartbeat import Heartbeats
-from cronlease.model import AcquireRequest, Lease
-from cronlease.schedule import slot_of, time_of_slot
-from cronlease.stats import Stats
-from cronlease.store import LeaseStore
-from cronlease.task import Liveness, RunContext, Task
-from cronlease.ticks import Batch, Tick, Timing
+from cronlease._lease.model import AcquireRequest, Lease
+from cronlease._lease.store import LeaseStore
+from cronlease._run.batching import BatchDecider, warn_future
+from cronlease._run.finisher import Finisher
+from cronlease._run.heartbeat import Heartbeats
+from cronlease._run.ticks import Batch, Tick, Timing
+from cronlease._stats import Stats
+from cronlease._task import Liveness, RunContext, Task
+from cronlease._timing.schedule import slot_of, time_of_slot
+from cronlease.errors import StoreError, TaskTimeout
 
 __all__ = ["Batch", "Tick", "TickRunner"]
 

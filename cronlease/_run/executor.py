@@ -18,7 +18,7 @@ APScheduler calls ``submit_job`` once per due job within one pass of
 ends; the executor then hands every tick of that pass, as one batch, to its
 acquirer thread, which checks each tick's grace, acquires all their leases
 with one statement (two at once for a large batch it expects to win; see
-:mod:`cronlease.batching`) and gives the winners to the worker pool as soon
+:mod:`cronlease._run.batching`) and gives the winners to the worker pool as soon
 as each is registered. A thousand ticks due together therefore cost one or
 two round trips, and losers never queue behind winners for a worker thread.
 Ticks a replica expects to lose (another replica won the task's previous
@@ -41,8 +41,8 @@ from typing import Any
 from apscheduler.executors.base import BaseExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from cronlease.runner import Tick, TickRunner
-from cronlease.task import Task
+from cronlease._run.runner import Tick, TickRunner
+from cronlease._task import Task
 
 __all__ = ["BatchingScheduler", "LeaseExecutor", "WorkerPool"]
 

@@ -1,0 +1,87 @@
+"""The two tables cronlease keeps, as SQLAlchemy Core metadata.
+
+Alembic users can include :data:`metadata` in their ``target_metadata``.
+Times are epoch seconds in a double column, always computed by the database
+server, so they compare the same way on every backend and keep sub-second
+precision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Double,
+    Index,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+    false,
+)
+from sqlalchemy.dialects import mysql
+
+__all__ = ["MAX_ERROR_LENGTH", "MAX_NAME_LENGTH", "leases", "metadata", "runs"]
+
+MAX_NAME_LENGTH = 255
+MAX_HOLDER_LENGTH = 255
+MAX_ERROR_LENGTH = 2000
+
+metadata = MetaData()
+# Every string column on MySQL: utf8mb4 whatever the server default (latin1 would
+# reject non-ASCII names and error text), compared byte for byte.
+MYSQL_TABLE_OPTIONS: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
+
+
+def _name_type() -> String:
+    # MySQL's default collations are case- and trailing-space-insensitive: two
+    # task names differing only in case would share one lease row.
+    return String(MAX_NAME_LENGTH).with_variant(
+        mysql.VARCHAR(MAX_NAME_LENGTH, charset="utf8mb4", collation="utf8mb4_bin"),
+        "mysql",
+        "mariadb",
+    )
+
+
+leases = Table(
+    "cronlease_leases",
+    metadata,
+    Column("name", _name_type(), primary_key=True),
+    # holder id plus '#' and a per-attempt nonce
+    Column("holder", String(MAX_HOLDER_LENGTH), nullable=False),
+    # grows by one on every acquisition; writes by a run are conditional on it
+    Column("fence", BigInteger, nullable=False),
+    # the last slot acquired (ms since the epoch); -1 for a row made by pause
+    Column("slot", BigInteger, nullable=False),
+    Column("acquired_at", Double, nullable=False),
+    Column("expires_at", Double, nullable=False),
+    Column("paused", Boolean, nullable=False, server_default=false()),
+    Column("fingerprint", String(200), nullable=True),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+runs = Table(
+    "cronlease_runs",
+    metadata,
+    Column("name", _name_type(), nullable=False),
+    Column("slot", BigInteger, nullable=False),
+    Column("manual", Boolean, nullable=False, server_default=false()),
+    Column("fence", BigInteger, nullable=False),
+    Column("holder", String(MAX_HOLDER_LENGTH), nullable=False),
+    Column("scheduled_for", Double, nullable=False),
+    Column("started_at", Double, nullable=False),
+    Column("finished_at", Double, nullable=True),
+    # running, succeeded, failed, lost, timed_out, interrupted, abandoned
+    Column("outcome", String(16), nullable=False),
+    Column("error", String(MAX_ERROR_LENGTH), nullable=True),
+    # The database itself refuses a second run of a slot (defence in depth).
+    UniqueConstraint("name", "slot", "manual", name="cronlease_runs_slot_key"),
+    Index("cronlease_runs_started", "name", "started_at"),
+    # Every acquisition sweeps the task's runs still 'running' (a dead holder's):
+    # without this it would scan the task's whole history.
+    Index("cronlease_runs_outcome", "name", "outcome"),
+    **MYSQL_TABLE_OPTIONS,
+)

@@ -1,0 +1,1 @@
+"""The tick path: fire -> admit -> acquire -> run -> record -> release."""
