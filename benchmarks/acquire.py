@@ -51,7 +51,7 @@ class Replay:
         event.listen(engine, "commit", on_commit)
         try:
             with watch_statements(engine, on_statement):
-                store.try_acquire(request)
+                store.acquire(request)
         finally:
             event.remove(engine, "commit", on_commit)
 
@@ -107,7 +107,7 @@ def bench_backend(
 
         # the lease the "lost" case keeps losing to; the first "won" rows
         for path in ("c", "r"):
-            store.try_acquire(request(path, 0))
+            store.acquire(request(path, 0))
         replay = Replay(store, request("r", 1))
         with engine.connect() as conn:
             dbapi = conn.connection.dbapi_connection  # the pool's only connection
@@ -116,7 +116,7 @@ def bench_backend(
         wins = {"cronlease": 0, "raw": 0}
 
         def cronlease_once(i: int) -> None:
-            if isinstance(store.try_acquire(request("c", i)), Lease):
+            if isinstance(store.acquire(request("c", i)), Lease):
                 wins["cronlease"] += 1  # noqa: B023 (called within this iteration)
 
         def raw_once(i: int) -> None:

@@ -38,7 +38,7 @@ from _common import (
 from acquire import Replay
 
 from cronlease._lease.database import create_store_engine
-from cronlease._lease.model import AcquireRequest, Lease
+from cronlease._lease.model import AcquireRequest, Finish, Lease
 from cronlease._lease.store import LeaseStore
 
 
@@ -86,10 +86,10 @@ def run_once(backend: str, url: str, sizes: list[int], rounds: int) -> dict[int,
                 if path == "cronlease":
                     statements["count"] = 0
                     started = time.perf_counter()
-                    results = store.try_acquire_many(batch)
+                    results = store.acquire_many(batch)
                     acquired = time.perf_counter()
                     leases = [r for r in results if isinstance(r, Lease)]
-                    store.finish_many([(lease, "succeeded", None) for lease in leases])
+                    store.finish_many([Finish.of(lease, "succeeded", None) for lease in leases])
                     finished = time.perf_counter()
                     won += len(leases)
                     stmts += statements["count"]
@@ -123,8 +123,10 @@ def run_once(backend: str, url: str, sizes: list[int], rounds: int) -> dict[int,
                 time.sleep(0.002)
                 engine.dispose()
                 commits = pg_commits(url)
-                results = store.try_acquire_many(requests("c", round_))
-                store.finish_many([(r, "succeeded", None) for r in results if isinstance(r, Lease)])
+                results = store.acquire_many(requests("c", round_))
+                store.finish_many(
+                    [Finish.of(r, "succeeded", None) for r in results if isinstance(r, Lease)]
+                )
                 engine.dispose()
                 xacts += pg_commits(url) - commits - baseline
             xacts = xacts * rounds / counted

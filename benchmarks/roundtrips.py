@@ -27,7 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from cronlease._lease.database import create_store_engine
-from cronlease._lease.model import AcquireRequest, Lease
+from cronlease._lease.model import AcquireRequest, Finish, Lease
 from cronlease._lease.store import LeaseStore
 
 
@@ -113,7 +113,7 @@ def count(backend: str, tmp: Path) -> dict[str, float]:
 
     def executed() -> None:
         slot[0] += 1
-        lease = store.try_acquire(
+        lease = store.acquire(
             AcquireRequest(name=f"{prefix}-one", slot=slot[0], ttl=5, holder="rt", tolerance=1)
         )
         assert isinstance(lease, Lease)
@@ -122,7 +122,7 @@ def count(backend: str, tmp: Path) -> dict[str, float]:
     def acquire_only() -> None:
         slot[0] += 1
         name = f"{prefix}-a{slot[0]}"
-        lease = store.try_acquire(
+        lease = store.acquire(
             AcquireRequest(name=name, slot=slot[0], ttl=5, holder="rt", tolerance=1)
         )
         assert isinstance(lease, Lease)
@@ -134,9 +134,7 @@ def count(backend: str, tmp: Path) -> dict[str, float]:
         store.finish(acquired.pop(), "succeeded")
 
     def skipped() -> None:
-        store.try_acquire(
-            AcquireRequest(name=f"{prefix}-one", slot=0, ttl=5, holder="rt", tolerance=1)
-        )
+        store.acquire(AcquireRequest(name=f"{prefix}-one", slot=0, ttl=5, holder="rt", tolerance=1))
 
     def batch() -> None:
         slot[0] += 1
@@ -144,8 +142,10 @@ def count(backend: str, tmp: Path) -> dict[str, float]:
             AcquireRequest(name=f"{prefix}-b{i:03d}", slot=slot[0], ttl=5, holder="rt", tolerance=1)
             for i in range(100)
         ]
-        results = store.try_acquire_many(requests)
-        store.finish_many([(r, "succeeded", None) for r in results if isinstance(r, Lease)])
+        results = store.acquire_many(requests)
+        store.finish_many(
+            [Finish.of(r, "succeeded", None) for r in results if isinstance(r, Lease)]
+        )
 
     out = {
         "acquire (won)": measure(acquire_only),

@@ -26,7 +26,7 @@ from cronlease._health import Health, overdue_tasks
 from cronlease._lease.database import create_store_engine
 from cronlease._lease.model import check_task_name
 from cronlease._lease.store import LeaseStore
-from cronlease._run.executor import BatchingScheduler, LeaseExecutor
+from cronlease._run.fire import BatchingScheduler, LeaseExecutor
 from cronlease._run.runner import TickRunner
 from cronlease._stats import Stats
 from cronlease._task import Task
@@ -255,7 +255,7 @@ class Scheduler:
             try:
                 self.runner.ensure_schema()
             except StoreError as exc:
-                self.runner.health.failed("startup", exc)
+                self.runner.outage.failed("startup", exc)
             # BatchingScheduler: the executor acquires a pass's due ticks in one batch.
             apscheduler = BatchingScheduler(
                 timezone=timezone.utc,
@@ -451,7 +451,7 @@ class Scheduler:
         """Problems a probe should fail on: the database unreachable for longer than
         ``database_threshold`` seconds, or a task overdue by more than its grace."""
         problems: list[str] = []
-        down_since = self.runner.health.down_since
+        down_since = self.runner.outage.down_since
         down_for = None if down_since is None else time.monotonic() - down_since
         if down_for is not None and down_for > database_threshold:
             problems.append(f"database unreachable for {down_for:.0f} s")

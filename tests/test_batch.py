@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, select
 from cronlease import RunContext, Scheduler
 from cronlease._events import TickSkipped
 from cronlease._lease.database import normalize_url
-from cronlease._lease.model import AcquireRequest, Lease, Refusal
+from cronlease._lease.model import AcquireRequest, Finish, Lease, Refusal
 from cronlease._lease.store import LeaseStore
 from cronlease._timing.schedule import time_of_slot
 from cronlease.errors import StoreError
@@ -47,7 +47,7 @@ def request(name: str, slot: int, *, ttl: float = 5.0, tolerance: float = 0.5) -
 def test_a_batch_explains_each_refusal(store: LeaseStore, task_name: str) -> None:
     names = [f"{task_name}-{i}" for i in range(5)]
     slot = now_slot()
-    first = store.try_acquire_many([request(name, slot) for name in names[:4]])
+    first = store.acquire_many([request(name, slot) for name in names[:4]])
     assert all(isinstance(result, Lease) for result in first)
     assert len({result.holder for result in first if isinstance(result, Lease)}) == 4
     store.pause(names[1])
@@ -59,7 +59,7 @@ def test_a_batch_explains_each_refusal(store: LeaseStore, task_name: str) -> Non
         request(names[3], slot + 1),  # held: the run of `slot` is still going
         request(names[4], slot + 3_600_000),  # future, on a task that never ran
     ]
-    results = store.try_acquire_many(batch)
+    results = store.acquire_many(batch)
     assert [getattr(r, "reason", None) for r in results] == [
         "taken",
         "paused",
@@ -77,32 +77,32 @@ def test_a_batch_explains_each_refusal(store: LeaseStore, task_name: str) -> Non
         (slot, 1, "succeeded"),
     ]
     assert [run.slot for run in store.history(names[3])] == [slot]
-    store.finish_many([(results[2], "failed", "boom")])
+    store.finish_many([Finish.of(results[2], "failed", "boom")])  # type: ignore[arg-type]
     latest = store.history(names[2])[0]
     assert (latest.outcome, latest.error) == ("failed", "boom")
     # released by finish_many: the next slot is free at once
-    again = store.try_acquire_many([request(names[2], slot + 2)])
+    again = store.acquire_many([request(names[2], slot + 2)])
     assert isinstance(again[0], Lease) and again[0].fence == 3
 
 
 def test_a_batch_marks_abandoned_runs(store: LeaseStore, task_name: str) -> None:
     slot = now_slot()
-    (lease,) = store.try_acquire_many([request(task_name, slot - 2000, ttl=0.05)])
+    (lease,) = store.acquire_many([request(task_name, slot - 2000, ttl=0.05)])
     assert isinstance(lease, Lease)
     wait_for(
-        lambda: isinstance(store.try_acquire_many([request(task_name, slot)])[0], Lease),
+        lambda: isinstance(store.acquire_many([request(task_name, slot)])[0], Lease),
         5,
         "the dead holder's lease to expire",
     )
     outcomes = {run.slot: run.outcome for run in store.history(task_name)}
     assert outcomes == {slot - 2000: "abandoned", slot: "running"}
-    store.finish_many([(lease, "succeeded", None)])  # the dead holder comes back late
+    store.finish_many([Finish.of(lease, "succeeded", None)])  # the dead holder comes back late
     assert {run.slot: run.outcome for run in store.history(task_name)}[slot - 2000] == "lost"
 
 
 def test_a_batch_names_each_task_once(store: LeaseStore, task_name: str) -> None:
     with pytest.raises(ValueError, match="at most once"):
-        store.try_acquire_many([request(task_name, 1000), request(task_name, 2000)])
+        store.acquire_many([request(task_name, 1000), request(task_name, 2000)])
 
 
 @pytest.mark.slow
@@ -125,9 +125,9 @@ def test_overlapping_batches_in_any_order_never_deadlock(
                 chosen = rng.sample(names, 20)
                 slot = base + round_ * 10
                 gate.wait(timeout=30)
-                results = own.try_acquire_many([request(name, slot, ttl=0.001) for name in chosen])
+                results = own.acquire_many([request(name, slot, ttl=0.001) for name in chosen])
                 won = [r for r in results if isinstance(r, Lease)]
-                own.finish_many([(lease, "succeeded", None) for lease in won])
+                own.finish_many([Finish.of(lease, "succeeded", None) for lease in won])
                 with lock:
                     wins.update((lease.name, lease.slot) for lease in won)
         except (StoreError, threading.BrokenBarrierError) as exc:
@@ -162,7 +162,7 @@ def test_late_pickup_and_skip_events_on_the_batched_path(db_url: str, task_name:
     runner.ensure_schema()
     scheduler.store.pause(paused_name)
     # a dead holder's run of the previous slot, with 1 s left on its lease
-    dead = scheduler.store.try_acquire(
+    dead = scheduler.store.acquire(
         AcquireRequest(name=task_name, slot=slot - 10_000, ttl=1.0, holder="dead", tolerance=5)
     )
     assert isinstance(dead, Lease)
@@ -192,7 +192,7 @@ def test_late_pickup_and_skip_events_on_the_batched_path(db_url: str, task_name:
 
 
 def _tick(task: object, fire_time: datetime) -> object:
-    from cronlease._run.runner import Tick
+    from cronlease._run.ticks import Tick
 
     return Tick(task, fire_time)  # type: ignore[arg-type]
 

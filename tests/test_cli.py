@@ -27,6 +27,7 @@ import pytest
 from cronlease import LeaseStore
 from cronlease._lease.model import AcquireRequest
 from tests.conftest import url_for
+from tests.support.leases import won
 from tests.support.procs import wait_for
 from tests.test_commands import process_gone
 
@@ -457,8 +458,10 @@ def test_status_check_fails_on_an_overdue_task_and_shows_clock_skew(tmp_path: Pa
     store = LeaseStore.from_url(url)
     store.create_tables()
     # the fleet last took a tick a minute ago: the next one is long overdue
-    old = store.acquire(
-        AcquireRequest(name="beat", slot=now_ms() - 60_000, ttl=1, holder="gone", tolerance=1)
+    old = won(
+        store.acquire(
+            AcquireRequest(name="beat", slot=now_ms() - 60_000, ttl=1, holder="gone", tolerance=1)
+        )
     )
     assert old is not None
     store.finish(old, "succeeded")

@@ -31,6 +31,8 @@ from cronlease._lease.model import (
 from cronlease._lease.schema import MAX_ERROR_LENGTH, MAX_NAME_LENGTH
 from cronlease._lease.store import LeaseStore
 from cronlease.errors import ConfigError
+from tests.support.contract_store import FORMS, ContractStore
+from tests.support.leases import won
 
 HOLDER = "host:1234:abcdef"
 SHORT_TTL = 0.3  # seconds: long enough to see "not yet", short enough to keep the suite fast
@@ -54,6 +56,12 @@ def runs_by_slot(store: LeaseStore, name: str) -> dict[tuple[int, bool], RunReco
     return {(run.slot, run.manual): run for run in store.history(name, limit=100)}
 
 
+@pytest.fixture(params=FORMS)
+def store(store: LeaseStore, request: pytest.FixtureRequest) -> ContractStore:
+    """Every contract test through the single forms and through the batch forms."""
+    return ContractStore(store, request.param)
+
+
 @pytest.fixture
 def base_slot(store: LeaseStore) -> int:
     """A slot a minute behind the database clock: it and its successors are never 'future'."""
@@ -61,7 +69,7 @@ def base_slot(store: LeaseStore) -> int:
 
 
 def take(store: LeaseStore, name: str, slot: int, **options: Any) -> Lease:
-    lease = store.acquire(request(name, slot, **options))
+    lease = won(store.acquire(request(name, slot, **options)))
     assert lease is not None, f"slot {slot} of {name!r} was not acquired"
     return lease
 
@@ -112,8 +120,8 @@ def test_each_attempt_gets_a_fresh_nonce(store: LeaseStore, task_name: str, base
 
 def test_same_slot_is_refused_while_held(store: LeaseStore, task_name: str, base_slot: int) -> None:
     take(store, task_name, base_slot)
-    assert store.acquire(request(task_name, base_slot)) is None
-    assert store.acquire(request(task_name, base_slot, holder="other:1:ffffff")) is None
+    assert won(store.acquire(request(task_name, base_slot))) is None
+    assert won(store.acquire(request(task_name, base_slot, holder="other:1:ffffff"))) is None
     assert lease_row(store, task_name).fence == 1
 
 
@@ -121,8 +129,8 @@ def test_later_slot_is_refused_while_unexpired(
     store: LeaseStore, task_name: str, base_slot: int
 ) -> None:
     lease = take(store, task_name, base_slot)
-    assert store.acquire(request(task_name, base_slot + 1)) is None
-    assert store.acquire(request(task_name, base_slot + 50_000)) is None
+    assert won(store.acquire(request(task_name, base_slot + 1))) is None
+    assert won(store.acquire(request(task_name, base_slot + 50_000))) is None
     row = lease_row(store, task_name)
     assert (row.fence, row.slot, row.holder) == (1, base_slot, lease.holder)
 
@@ -155,7 +163,7 @@ def test_finish_without_release_keeps_the_lease(
     lease = take(store, task_name, base_slot)
     expires_before = lease_row(store, task_name).expires_at
     store.finish(lease, "interrupted", release=False)
-    assert store.acquire(request(task_name, base_slot + 1)) is None
+    assert won(store.acquire(request(task_name, base_slot + 1))) is None
     assert lease_row(store, task_name).expires_at == pytest.approx(expires_before)
     assert runs_by_slot(store, task_name)[(base_slot, False)].outcome == "interrupted"
 
@@ -170,7 +178,7 @@ def test_later_slot_is_granted_after_expiry_and_not_before(
 
     def attempt() -> Lease | None:
         nonlocal refused
-        lease = store.acquire(request(task_name, base_slot + 1))
+        lease = won(store.acquire(request(task_name, base_slot + 1)))
         if lease is None:
             refused += 1
         return lease
@@ -191,8 +199,8 @@ def test_later_slot_is_granted_after_expiry_and_not_before(
 def test_older_slot_is_refused(store: LeaseStore, task_name: str, base_slot: int) -> None:
     newer = take(store, task_name, base_slot + 10)
     store.finish(newer, "succeeded")
-    assert store.acquire(request(task_name, base_slot + 5)) is None
-    assert store.acquire(request(task_name, base_slot)) is None
+    assert won(store.acquire(request(task_name, base_slot + 5))) is None
+    assert won(store.acquire(request(task_name, base_slot))) is None
     row = lease_row(store, task_name)
     assert (row.fence, row.slot) == (1, base_slot + 10)
 
@@ -202,8 +210,8 @@ def test_equal_slot_after_release_is_refused(
 ) -> None:
     lease = take(store, task_name, base_slot)
     store.finish(lease, "succeeded")
-    assert store.acquire(request(task_name, base_slot)) is None
-    assert store.acquire(request(task_name, base_slot, holder="other:2:000000")) is None
+    assert won(store.acquire(request(task_name, base_slot))) is None
+    assert won(store.acquire(request(task_name, base_slot, holder="other:2:000000"))) is None
     history = store.history(task_name)
     assert [(run.slot, run.outcome) for run in history] == [(base_slot, "succeeded")]
 
@@ -214,7 +222,7 @@ def test_equal_slot_after_expiry_is_refused(
     take(store, task_name, base_slot, ttl=SHORT_TTL)
     wait_until_expired(store, task_name, wait_for)
     # A slot can be acquired once, ever: even when its lease has lapsed.
-    assert store.acquire(request(task_name, base_slot)) is None
+    assert won(store.acquire(request(task_name, base_slot))) is None
     # The lease itself is free: the next slot is granted at once.
     assert take(store, task_name, base_slot + 1).fence == 2
 
@@ -226,7 +234,7 @@ def test_fence_grows_by_one_per_acquisition(
     for offset in range(4):
         lease = take(store, task_name, base_slot + offset * 1000)
         fences.append(lease.fence)
-        assert store.acquire(request(task_name, base_slot + offset * 1000 + 1)) is None
+        assert won(store.acquire(request(task_name, base_slot + offset * 1000 + 1))) is None
         store.finish(lease, "succeeded")
     manual = take(store, task_name, base_slot + 9000, manual=True)
     fences.append(manual.fence)
@@ -234,7 +242,7 @@ def test_fence_grows_by_one_per_acquisition(
 
 
 def refusal(store: LeaseStore, name: str, slot: int, **options: Any) -> Refusal:
-    result = store.try_acquire(request(name, slot, **options))
+    result = store.acquire(request(name, slot, **options))
     assert isinstance(result, Refusal), f"slot {slot} of {name!r} was acquired"
     return result
 
@@ -245,7 +253,7 @@ def test_try_acquire_says_why_it_was_refused(
     now_ms = int(store.database_time() * 1000)
     assert refusal(store, task_name, now_ms + 60_000, tolerance=1.0).reason == "future"
 
-    lease = store.try_acquire(request(task_name, base_slot, ttl=30.0))
+    lease = won(store.acquire(request(task_name, base_slot, ttl=30.0)))
     assert isinstance(lease, Lease) and lease.fence == 1
     held = refusal(store, task_name, base_slot + 1)
     assert held.reason == "held"
@@ -262,7 +270,7 @@ def test_try_acquire_says_why_it_was_refused(
     assert refusal(store, task_name, base_slot + 1).reason == "paused"
     assert refusal(store, task_name, base_slot + 1, manual=True).reason == "paused"
     store.resume(task_name)
-    assert isinstance(store.try_acquire(request(task_name, base_slot + 1)), Lease)
+    assert isinstance(won(store.acquire(request(task_name, base_slot + 1))), Lease)
 
 
 # --- pause ------------------------------------------------------------------
@@ -280,8 +288,8 @@ def test_paused_task_is_refused_and_resume_grants(
     # Pausing keeps the slot cursor and the fence.
     assert (row.fence, row.slot) == (1, base_slot)
 
-    assert store.acquire(request(task_name, base_slot + 1)) is None
-    assert store.acquire(request(task_name, base_slot + 2, manual=True)) is None
+    assert won(store.acquire(request(task_name, base_slot + 1))) is None
+    assert won(store.acquire(request(task_name, base_slot + 2, manual=True))) is None
 
     store.resume(task_name)
     assert lease_row(store, task_name).paused is False
@@ -296,7 +304,7 @@ def test_pausing_a_held_task_lets_the_run_finish(
     assert store.heartbeat(lease) is True
     store.finish(lease, "succeeded")
     assert runs_by_slot(store, task_name)[(base_slot, False)].outcome == "succeeded"
-    assert store.acquire(request(task_name, base_slot + 1)) is None
+    assert won(store.acquire(request(task_name, base_slot + 1))) is None
     store.resume(task_name)
     assert take(store, task_name, base_slot + 1).fence == 2
 
@@ -308,8 +316,8 @@ def test_pause_of_a_task_that_never_ran(store: LeaseStore, task_name: str, base_
     assert row.paused is True
     assert row.fence == 0
 
-    assert store.acquire(request(task_name, base_slot)) is None
-    assert store.acquire(request(task_name, base_slot, manual=True)) is None
+    assert won(store.acquire(request(task_name, base_slot))) is None
+    assert won(store.acquire(request(task_name, base_slot, manual=True))) is None
     assert store.history(task_name) == []
 
     store.resume(task_name)
@@ -337,7 +345,7 @@ def test_stale_fence_cannot_heartbeat_release_or_finish(
     store: LeaseStore, task_name: str, base_slot: int, wait_for: WaitFor
 ) -> None:
     stale = take(store, task_name, base_slot, ttl=SHORT_TTL)
-    current = wait_for(lambda: store.acquire(request(task_name, base_slot + 1)), timeout=5.0)
+    current = wait_for(lambda: won(store.acquire(request(task_name, base_slot + 1))), timeout=5.0)
     assert current.fence == stale.fence + 1
     held = lease_row(store, task_name)
 
@@ -350,7 +358,7 @@ def test_stale_fence_cannot_heartbeat_release_or_finish(
     assert row.expires_at == pytest.approx(held.expires_at, abs=1e-6)
     assert row.expires_at > store.database_time()
     # The new holder still holds: the next slot is refused.
-    assert store.acquire(request(task_name, base_slot + 2)) is None
+    assert won(store.acquire(request(task_name, base_slot + 2))) is None
 
     runs = runs_by_slot(store, task_name)
     newer = runs[(base_slot + 1, False)]
@@ -391,7 +399,7 @@ def test_heartbeats_keep_a_lease_past_its_ttl(
     def renew_and_check() -> bool:
         # Renewed every 0.1 s (ttl/10), the lease stays ours past its original TTL.
         assert store.heartbeat(lease) is True
-        assert store.acquire(request(task_name, base_slot + 1)) is None
+        assert won(store.acquire(request(task_name, base_slot + 1))) is None
         return store.database_time() >= deadline
 
     wait_for(renew_and_check, timeout=10.0, interval=0.1)
@@ -407,8 +415,8 @@ def test_future_slot_is_refused(store: LeaseStore, task_name: str, base_slot: in
     store.finish(lease, "succeeded")
     now_ms = int(store.database_time() * 1000)
 
-    assert store.acquire(request(task_name, now_ms + 60_000, tolerance=30.0)) is None
-    assert store.acquire(request(task_name, now_ms + 5_000, tolerance=0.0)) is None
+    assert won(store.acquire(request(task_name, now_ms + 60_000, tolerance=30.0))) is None
+    assert won(store.acquire(request(task_name, now_ms + 5_000, tolerance=0.0))) is None
     row = lease_row(store, task_name)
     assert (row.fence, row.slot) == (1, base_slot), "a refused future slot moved the cursor"
 
@@ -419,7 +427,7 @@ def test_future_slot_is_refused(store: LeaseStore, task_name: str, base_slot: in
 
 def test_future_slot_is_refused_on_a_new_task(store: LeaseStore, task_name: str) -> None:
     now_ms = int(store.database_time() * 1000)
-    assert store.acquire(request(task_name, now_ms + 60_000, tolerance=30.0)) is None
+    assert won(store.acquire(request(task_name, now_ms + 60_000, tolerance=30.0))) is None
     # No row was created, so nothing blocks the present slot.
     assert store.leases([task_name]) == []
     assert store.history(task_name) == []
@@ -444,7 +452,7 @@ def test_manual_acquire_ignores_the_slot_gate_and_keeps_the_cursor(
     assert row.holder == manual.holder
 
     # While the manual run holds the lease, scheduled ticks are refused.
-    assert store.acquire(request(task_name, base_slot + 101)) is None
+    assert won(store.acquire(request(task_name, base_slot + 101))) is None
     store.finish(manual, "succeeded")
 
     # The cursor is unchanged: the next scheduled slot is still acquirable.
@@ -461,7 +469,7 @@ def test_manual_acquire_is_refused_while_held(
     store: LeaseStore, task_name: str, base_slot: int
 ) -> None:
     scheduled = take(store, task_name, base_slot)
-    assert store.acquire(request(task_name, base_slot + 1, manual=True)) is None
+    assert won(store.acquire(request(task_name, base_slot + 1, manual=True))) is None
     store.finish(scheduled, "succeeded")
     assert take(store, task_name, base_slot + 1, manual=True).fence == 2
 
@@ -590,7 +598,7 @@ def test_expired_running_run_is_abandoned_and_its_late_finish_is_lost(
     crashed = take(store, task_name, base_slot + 1, ttl=SHORT_TTL)
     assert runs_by_slot(store, task_name)[(base_slot + 1, False)].outcome == "running"
 
-    survivor = wait_for(lambda: store.acquire(request(task_name, base_slot + 2)), timeout=5.0)
+    survivor = wait_for(lambda: won(store.acquire(request(task_name, base_slot + 2))), timeout=5.0)
 
     runs = runs_by_slot(store, task_name)
     abandoned = runs[(base_slot + 1, False)]
@@ -608,12 +616,12 @@ def test_expired_running_run_is_abandoned_and_its_late_finish_is_lost(
     current = runs[(base_slot + 2, False)]
     assert (current.outcome, current.fence) == ("running", survivor.fence)
     # ... and it did not free the survivor's lease.
-    assert store.acquire(request(task_name, base_slot + 3)) is None
+    assert won(store.acquire(request(task_name, base_slot + 3))) is None
 
 
 def test_slot_runs_once_in_history(store: LeaseStore, task_name: str, base_slot: int) -> None:
     for _ in range(3):
-        lease = store.acquire(request(task_name, base_slot))
+        lease = won(store.acquire(request(task_name, base_slot)))
         if lease is not None:
             store.finish(lease, "succeeded")
     history = store.history(task_name)
@@ -793,12 +801,12 @@ def test_two_tasks_do_not_interfere(store: LeaseStore, task_name: str, base_slot
 
     store.finish(lease_a, "succeeded")
     # Releasing a does not free b.
-    assert store.acquire(request(b, base_slot + 1)) is None
+    assert won(store.acquire(request(b, base_slot + 1))) is None
     store.pause(a)
     assert lease_row(store, b).paused is False
     store.finish(lease_b, "failed", "b failed")
     assert take(store, b, base_slot + 1).fence == 2
-    assert store.acquire(request(a, base_slot + 1)) is None
+    assert won(store.acquire(request(a, base_slot + 1))) is None
 
     assert [run.outcome for run in store.history(a)] == ["succeeded"]
     assert [run.outcome for run in store.history(b)] == ["running", "failed"]
@@ -820,8 +828,12 @@ def test_one_winner_per_round_among_threads(
         try:
             for round_number in range(rounds):
                 gate.wait()  # everyone starts the round together
-                lease = store.acquire(
-                    request(task_name, base_slot + round_number, holder=f"thread:{index}:000000")
+                lease = won(
+                    store.acquire(
+                        request(
+                            task_name, base_slot + round_number, holder=f"thread:{index}:000000"
+                        )
+                    )
                 )
                 if lease is not None:
                     with lock:

@@ -8,6 +8,7 @@ from pathlib import Path
 from cronlease import Scheduler
 from cronlease._lease.model import AcquireRequest
 from cronlease._scheduler import HOUSEKEEPING_TASK
+from tests.support.leases import won
 from tests.support.procs import wait_for
 
 
@@ -16,8 +17,10 @@ def test_overdue_task_is_reported_until_paused(db_url: str, task_name: str) -> N
     scheduler.add_task(lambda: None, every="1s", name=task_name)
     scheduler.runner.ensure_schema()
     assert scheduler.health().ok  # never ran and not started: nothing is due yet
-    lease = scheduler.store.acquire(
-        AcquireRequest(name=task_name, slot=60_000, ttl=1, holder="long-ago", tolerance=1)
+    lease = won(
+        scheduler.store.acquire(
+            AcquireRequest(name=task_name, slot=60_000, ttl=1, holder="long-ago", tolerance=1)
+        )
     )
     assert lease is not None
     scheduler.store.finish(lease, "succeeded")

@@ -13,6 +13,7 @@ from cronlease import LeaseStore, RunContext, Scheduler
 from cronlease._lease.model import AcquireRequest
 from cronlease._timing.schedule import slot_of
 from tests.conftest import url_for
+from tests.support.leases import won
 from tests.support.procs import wait_for
 from tests.support.tcpproxy import TcpProxy
 
@@ -49,7 +50,7 @@ def test_heartbeats_keep_a_long_run_exclusive(db_url: str, task_name: str) -> No
         deadline = time.monotonic() + 3.0
         attempts = 0
         while time.monotonic() < deadline:
-            assert other.acquire(later_request(task_name, fire_time, 1)) is None
+            assert won(other.acquire(later_request(task_name, fire_time, 1))) is None
             attempts += 1
             time.sleep(0.1)
         assert attempts > 10
@@ -58,7 +59,7 @@ def test_heartbeats_keep_a_long_run_exclusive(db_url: str, task_name: str) -> No
         release.set()
         runner.join(10)
     # Released on finish: the next slot is free at once.
-    assert other.acquire(later_request(task_name, fire_time, 1)) is not None
+    assert won(other.acquire(later_request(task_name, fire_time, 1))) is not None
     assert scheduler.store.history(task_name)[-1].outcome == "succeeded"
     other.dispose()
     scheduler.runner.close()
@@ -96,7 +97,7 @@ def test_run_that_cannot_renew_learns_it_lost_the_lease(tmp_path: Path, task_nam
         taken = None
         deadline = time.monotonic() + 10
         while taken is None and time.monotonic() < deadline:
-            taken = direct.acquire(later_request(task_name, fire_time, 1))
+            taken = won(direct.acquire(later_request(task_name, fire_time, 1)))
         assert taken is not None and taken.fence == contexts[0].fence + 1
         proxy.up()
     finally:

@@ -17,9 +17,9 @@ from datetime import datetime, timezone
 
 from cronlease import RunContext, Scheduler
 from cronlease._events import EventBus, RunFinished, RunStarted, TickSkipped
-from cronlease._run.batching import DEFER_SECONDS, LARGE_BATCH
+from cronlease._run.acquisition import DEFER_SECONDS, LARGE_BATCH
 from cronlease._run.finisher import Finisher
-from cronlease._run.runner import Tick
+from cronlease._run.ticks import Tick
 from cronlease._task import Task
 from cronlease._timing.schedule import time_of_slot
 from tests.support.procs import wait_for

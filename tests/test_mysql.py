@@ -39,6 +39,7 @@ from cronlease._lease.database import create_store_engine, normalize_url
 from cronlease._lease.model import AcquireRequest, Lease
 from cronlease._lease.store import LeaseStore
 from tests.conftest import url_for
+from tests.support.leases import won
 from tests.support.procs import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ WORKER = textwrap.dedent(
     import logging, os, random, sys, traceback
     from sqlalchemy import create_engine, text
     from cronlease._lease.database import create_store_engine, normalize_url
-    from cronlease._lease.model import AcquireRequest
+    from cronlease._lease.model import AcquireRequest, Lease
     from cronlease._lease.store import LeaseStore
 
     url, isolation, time_zone, ledger, holder = sys.argv[1:6]
@@ -87,7 +88,7 @@ WORKER = textwrap.dedent(
     def attempt(name, slot):
         try:
             lease = store.acquire(AcquireRequest(name=name, slot=slot, ttl=60.0, holder=holder))
-            if lease is None:
+            if not isinstance(lease, Lease):
                 return "lost"
             with side_effects.connect() as conn:
                 conn.execute(
@@ -438,7 +439,7 @@ def test_a_deadlock_victim_acquisition_is_retried_once(
     caplog.set_level(logging.DEBUG, logger="cronlease")
     name = unique_name("deadlock")
     slot = server_slot(store)
-    first = store.acquire(AcquireRequest(name=name, slot=slot, ttl=30, holder="old"))
+    first = won(store.acquire(AcquireRequest(name=name, slot=slot, ttl=30, holder="old")))
     assert first is not None
     assert store.release(first)  # the lease is free; its run is still 'running'
 
@@ -450,7 +451,7 @@ def test_a_deadlock_victim_acquisition_is_retried_once(
     def acquire() -> None:
         try:
             result.append(
-                store.acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="new"))
+                won(store.acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="new")))
             )
         except BaseException as exc:
             result.append(exc)
@@ -543,7 +544,9 @@ def test_leases_taken_in_different_time_zones_agree(mysql_url: str, store: Lease
         slot = server_slot(store)
         for index, (zone, zoned) in enumerate(stores.items()):
             before = store.database_time()
-            lease = zoned.acquire(AcquireRequest(name=name, slot=slot + index, ttl=20, holder=zone))
+            lease = won(
+                zoned.acquire(AcquireRequest(name=name, slot=slot + index, ttl=20, holder=zone))
+            )
             assert lease is not None, zone
             after = store.database_time()
             (row,) = store.leases([name])
@@ -551,8 +554,10 @@ def test_leases_taken_in_different_time_zones_agree(mysql_url: str, store: Lease
             assert row.expires_at - row.acquired_at == pytest.approx(20.0, abs=1e-6)
             # the lease is held: neither the UTC store nor another zone takes the next slot
             for other in (store, *stores.values()):
-                refused = other.acquire(
-                    AcquireRequest(name=name, slot=slot + index + 1, ttl=20, holder="x")
+                refused = won(
+                    other.acquire(
+                        AcquireRequest(name=name, slot=slot + index + 1, ttl=20, holder="x")
+                    )
                 )
                 assert refused is None, zone
             zoned.finish(lease, "succeeded")
@@ -581,7 +586,7 @@ def test_lease_times_are_right_in_a_daylight_saving_fold(
         zoned = LeaseStore(create_store_engine(mysql_url, connect_args={"init_command": init}))
         try:
             assert zoned.database_time() == pytest.approx(instant, abs=1e-6)
-            lease = zoned.acquire(AcquireRequest(name=name, slot=index, ttl=60, holder="fold"))
+            lease = won(zoned.acquire(AcquireRequest(name=name, slot=index, ttl=60, holder="fold")))
             assert lease is not None
             (row,) = zoned.leases([name])
             assert (row.acquired_at, row.expires_at) == pytest.approx((instant, instant + 60))
@@ -600,8 +605,8 @@ def test_task_names_differing_in_case_are_two_leases(store: LeaseStore) -> None:
     lower = unique_name("case")
     upper = lower.upper()
     slot = server_slot(store)
-    first = store.acquire(AcquireRequest(name=lower, slot=slot, ttl=30, holder="a"))
-    second = store.acquire(AcquireRequest(name=upper, slot=slot, ttl=30, holder="b"))
+    first = won(store.acquire(AcquireRequest(name=lower, slot=slot, ttl=30, holder="a")))
+    second = won(store.acquire(AcquireRequest(name=upper, slot=slot, ttl=30, holder="b")))
     assert first is not None and second is not None
     assert (first.fence, second.fence) == (1, 1)
     assert [info.name for info in store.leases([lower, upper])] == sorted([lower, upper])
@@ -612,7 +617,7 @@ def test_task_names_differing_in_case_are_two_leases(store: LeaseStore) -> None:
 def test_unicode_task_names_round_trip(store: LeaseStore) -> None:
     name = unique_name("İstanbul-gece-raporu-🌙")
     slot = server_slot(store)
-    lease = store.acquire(AcquireRequest(name=name, slot=slot, ttl=30, holder="h"))
+    lease = won(store.acquire(AcquireRequest(name=name, slot=slot, ttl=30, holder="h")))
     assert lease is not None
     assert [info.name for info in store.leases([name])] == [name]
-    assert store.acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="h")) is None
+    assert won(store.acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="h"))) is None

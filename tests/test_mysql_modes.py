@@ -27,10 +27,11 @@ from sqlalchemy.engine import Engine
 from cronlease._lease.database import create_store_engine, normalize_url
 from cronlease._lease.dialects.mysql import MySQLStatements
 from cronlease._lease.dialects.mysql_script import scripts_enabled
-from cronlease._lease.model import AcquireRequest, Lease, Refusal
+from cronlease._lease.model import AcquireRequest, Finish, Lease, Refusal
 from cronlease._lease.store import LeaseStore
 from cronlease.errors import StoreError
 from tests.conftest import url_for
+from tests.support.leases import won
 from tests.support.procs import wait_for
 from tests.test_batch import (  # noqa: F401 (rerun here under every forced path)
     test_a_batch_explains_each_refusal,
@@ -125,10 +126,10 @@ def test_a_tick_costs_one_request_before_and_one_after(
         counter = RequestCounter(monkeypatch)
         leases: list[Lease | Refusal] = []
         take = AcquireRequest(name=name, slot=slot, ttl=30, holder="a", tolerance=1)
-        assert counter.requests(lambda: leases.append(store.try_acquire(take))) == 1
+        assert counter.requests(lambda: leases.append(store.acquire(take))) == 1
         lease = leases[0]
         assert isinstance(lease, Lease)
-        assert counter.requests(lambda: leases.append(store.try_acquire(take))) == 1  # skipped
+        assert counter.requests(lambda: leases.append(store.acquire(take))) == 1  # skipped
         assert leases[1] == Refusal("taken")
         assert counter.requests(lambda: store.finish(lease, "succeeded")) == 1
         batch = [
@@ -136,8 +137,10 @@ def test_a_tick_costs_one_request_before_and_one_after(
             for i in range(20)
         ]
         won: list[Lease | Refusal] = []
-        assert counter.requests(lambda: won.extend(store.try_acquire_many(batch))) == 1
-        finished = [(lease, "succeeded", None) for lease in won if isinstance(lease, Lease)]
+        assert counter.requests(lambda: won.extend(store.acquire_many(batch))) == 1
+        finished = [
+            Finish.of(lease, "succeeded", None) for lease in won if isinstance(lease, Lease)
+        ]
         assert len(finished) == 20
         assert counter.requests(lambda: store.finish_many(finished)) == 1
         assert [run.outcome for run in store.history(name)] == ["succeeded"]
@@ -177,20 +180,20 @@ def test_a_statement_failing_midway_rolls_back_the_whole_request(
     try:
         store.create_tables()
         name, slot = unique("midway"), server_slot(store)
-        first = store.acquire(AcquireRequest(name=name, slot=slot, ttl=30, holder="old"))
+        first = won(store.acquire(AcquireRequest(name=name, slot=slot, ttl=30, holder="old")))
         assert first is not None and store.release(first)
         (before,) = store.leases([name])
         blocker = lock_old_run(raw, name, slot)
         try:
             with pytest.raises(StoreError, match="Lock wait timeout"):
-                store.try_acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="new"))
+                store.acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="new"))
         finally:
             blocker.exec_driver_sql("ROLLBACK")
             blocker.close()
         assert store.leases([name]) == [before]  # the upsert was rolled back too
         with store.engine.connect() as conn:  # the same pooled connection
             assert conn.exec_driver_sql("SELECT @@in_transaction").scalar_one() == 0
-        lease = store.acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="new"))
+        lease = won(store.acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="new")))
         assert lease is not None and lease.fence == 2
         runs = {run.slot: run.outcome for run in store.history(name)}
         assert runs == {slot: "abandoned", slot + 1: "running"}
@@ -209,7 +212,7 @@ def test_a_connection_killed_midway_is_checked_by_its_nonce_and_retried(
     try:
         store.create_tables()
         name, slot = unique("killed"), server_slot(store)
-        first = store.acquire(AcquireRequest(name=name, slot=slot, ttl=30, holder="old"))
+        first = won(store.acquire(AcquireRequest(name=name, slot=slot, ttl=30, holder="old")))
         assert first is not None and store.release(first)
         with store.engine.connect() as conn:
             connection_id = conn.exec_driver_sql("SELECT CONNECTION_ID()").scalar_one()
@@ -219,7 +222,7 @@ def test_a_connection_killed_midway_is_checked_by_its_nonce_and_retried(
         def acquire() -> None:
             try:
                 result.append(
-                    store.try_acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="x"))
+                    store.acquire(AcquireRequest(name=name, slot=slot + 1, ttl=30, holder="x"))
                 )
             except BaseException as exc:
                 result.append(exc)

@@ -12,6 +12,7 @@ from cronlease._lease.database import normalize_url
 from cronlease._lease.model import AcquireRequest, Lease
 from cronlease._lease.schema import leases
 from tests.conftest import url_for
+from tests.support.leases import won
 from tests.support.procs import wait_for
 
 
@@ -32,8 +33,8 @@ def test_late_finish_racing_a_takeover(tmp_path: Path, task_name: str) -> None:
     url = url_for("postgresql", tmp_path)
     old, new = LeaseStore.from_url(url), LeaseStore.from_url(url)
     old.create_tables()
-    first = old.acquire(
-        AcquireRequest(name=task_name, slot=1000, ttl=60, holder="old", tolerance=1)
+    first = won(
+        old.acquire(AcquireRequest(name=task_name, slot=1000, ttl=60, holder="old", tolerance=1))
     )
     assert first is not None
     with old.engine.begin() as conn:  # the old holder stopped renewing: its lease expired
@@ -58,8 +59,10 @@ def test_late_finish_racing_a_takeover(tmp_path: Path, task_name: str) -> None:
         target=run,
         args=(
             "takeover",
-            lambda: new.acquire(
-                AcquireRequest(name=task_name, slot=2000, ttl=60, holder="new", tolerance=1)
+            lambda: won(
+                new.acquire(
+                    AcquireRequest(name=task_name, slot=2000, ttl=60, holder="new", tolerance=1)
+                )
             ),
         ),
     )

@@ -27,6 +27,7 @@ from cronlease import ConfigError, LeaseStore, Schedule
 from cronlease._lease.model import AcquireRequest, Lease
 from cronlease._lease.schema import leases
 from tests.conftest import url_for
+from tests.support.leases import won
 
 HOLDERS = ("a", "b", "c")
 
@@ -48,8 +49,10 @@ class LeaseMachine(RuleBasedStateMachine):
 
     @rule(target=granted, holder=st.sampled_from(HOLDERS), slot=st.integers(1, 40))
     def acquire(self, holder: str, slot: int) -> Lease | None:
-        lease = self.store.acquire(
-            AcquireRequest(name=self.name, slot=slot * 1000, ttl=60, holder=holder, tolerance=0)
+        lease = won(
+            self.store.acquire(
+                AcquireRequest(name=self.name, slot=slot * 1000, ttl=60, holder=holder, tolerance=0)
+            )
         )
         may_win = self.current is None and not self.paused and slot * 1000 > self.cursor
         if lease is None:

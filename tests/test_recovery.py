@@ -18,6 +18,7 @@ from cronlease._lease.model import AcquireRequest
 from cronlease._timing.schedule import slot_of
 from tests.conftest import url_for
 from tests.support import ledger
+from tests.support.leases import won
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
@@ -66,8 +67,10 @@ def stale_cursor(url: str, name: str, hours_ago: int) -> int:
     store.create_tables()
     now_ms = slot_of(datetime.now(timezone.utc))
     slot = (now_ms // HOUR_MS - hours_ago) * HOUR_MS
-    lease = store.acquire(
-        AcquireRequest(name=name, slot=slot, ttl=1, holder="before-outage", tolerance=60)
+    lease = won(
+        store.acquire(
+            AcquireRequest(name=name, slot=slot, ttl=1, holder="before-outage", tolerance=60)
+        )
     )
     assert lease is not None
     store.finish(lease, "succeeded")

@@ -5,7 +5,7 @@
   so no transaction is held open and losers never see serialization failures.
 - MySQL/MariaDB (PyMySQL) sessions are READ COMMITTED and accept
   multi-statement queries, so each lease transaction is one request
-  (cronlease/dialects/mysql_script.py).
+  (cronlease/_lease/dialects/mysql_script.py).
 - SQLite uses WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for every transaction:
   a deferred transaction that later wants to write can fail at once with
   "database is locked" instead of waiting.

@@ -14,6 +14,7 @@ from cronlease.errors import ConfigError
 __all__ = [
     "FINAL_OUTCOMES",
     "AcquireRequest",
+    "Finish",
     "Lease",
     "LeaseInfo",
     "LeaseState",
@@ -103,6 +104,38 @@ class Lease:
     manual: bool = False
     # monotonic time just before the acquire was sent: the lease is ours at most ttl after it
     sent_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class Finish:
+    """One run's outcome to record (and, with ``release``, its lease to free)."""
+
+    name: str
+    slot: int
+    manual: bool
+    fence: int
+    outcome: Outcome
+    error: str | None
+    release: bool = True
+
+    def __post_init__(self) -> None:
+        if self.outcome not in FINAL_OUTCOMES:
+            raise ValueError(f"a finished run's outcome is one of {sorted(FINAL_OUTCOMES)}")
+
+    @classmethod
+    def of(
+        cls, lease: Lease, outcome: Outcome, error: str | None, *, release: bool = True
+    ) -> Finish:
+        """The finish of ``lease``'s run, its error text cut to the column's bound."""
+        return cls(
+            name=lease.name,
+            slot=lease.slot,
+            manual=lease.manual,
+            fence=lease.fence,
+            outcome=outcome,
+            error=truncate_error(error),
+            release=release,
+        )
 
 
 @dataclass(frozen=True)

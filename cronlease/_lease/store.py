@@ -2,10 +2,12 @@
 
 Contract (the same on every backend; the contract suite in ``tests/`` proves it):
 
-- :meth:`LeaseStore.acquire` returns a :class:`~cronlease._lease.model.Lease` when this
-  call took the task's lease for the slot, and ``None`` when it did not
-  (someone holds or already ran the slot, the slot is old or from the future,
-  or the task is paused). A slot can be acquired once, ever.
+- :meth:`LeaseStore.acquire_many` returns, per request, a
+  :class:`~cronlease._lease.model.Lease` when this call took the task's lease
+  for the slot, and a :class:`~cronlease._lease.model.Refusal` saying why when
+  it did not (someone holds or already ran the slot, the slot is old or from
+  the future, or the task is paused). A slot can be acquired once, ever. The
+  single forms (:meth:`acquire`, :meth:`finish`) are the batch of one.
 - :meth:`heartbeat` and :meth:`finish` are fenced: they only touch the lease if
   its fence is still the one the run got.
 - Every method raises :class:`~cronlease.errors.StoreError` (with the driver
@@ -29,12 +31,14 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from cronlease._lease.database import create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
-from cronlease._lease.dialects.base import Finish
+from cronlease._lease.dialects.base import check_batch
 from cronlease._lease.model import (
     AcquireRequest,
+    Finish,
     Lease,
     LeaseInfo,
     LeaseState,
+    Outcome,
     Refusal,
     RunRecord,
     check_task_name,
@@ -124,79 +128,44 @@ class LeaseStore:
 
     # --- leases -----------------------------------------------------------
 
-    def acquire(self, request: AcquireRequest) -> Lease | None:
-        """Try to take the lease for ``request.slot``; ``None`` when not acquired."""
-        result = self.try_acquire(request)
-        return result if isinstance(result, Lease) else None
+    def acquire(self, request: AcquireRequest) -> Lease | Refusal:
+        """Take one lease: :meth:`acquire_many` of a batch of one."""
+        return self.acquire_many([request])[0]
 
-    def try_acquire(self, request: AcquireRequest) -> Lease | Refusal:
-        """Like :meth:`acquire`, but say why when not acquired (same round trips)."""
-        nonce_holder = f"{request.holder}#{secrets.token_hex(NONCE_BYTES)}"
+    def acquire_many(self, requests: Sequence[AcquireRequest]) -> list[Lease | Refusal]:
+        """Try to take the lease of each request (distinct tasks), in one round trip.
+
+        Aligned with ``requests``: a :class:`Lease` where this call took the
+        task's lease for its slot, else a :class:`Refusal` saying why (someone
+        holds or already ran the slot, the slot is old or from the future, or
+        the task is paused) — not getting a lease is a normal outcome. One
+        statement (PostgreSQL) or one transaction (SQLite, MySQL) whatever the
+        count; lease rows are locked in name order, so concurrent batches
+        cannot deadlock. Raises StoreError for the whole batch when the
+        database fails; a connection that broke after the batch was sent is
+        checked by the nonces first.
+        """
+        if not requests:
+            return []
+        check_batch(requests)
+        nonces = [f"{request.holder}#{secrets.token_hex(NONCE_BYTES)}" for request in requests]
         sent_at = time.monotonic()
-        what = f"acquiring the lease of {request.name!r}"
+        what = (
+            f"acquiring the lease of {requests[0].name!r}"
+            if len(requests) == 1
+            else f"acquiring the leases of {len(requests)} tasks"
+        )
         try:
-            result = self._once(
-                lambda conn: self.statements.acquire_detailed(conn, request, nonce_holder)
-            )
+            results = self._once(lambda conn: self.statements.acquire(conn, requests, nonces))
         except DBAPIError as exc:
             if not exc.connection_invalidated:
                 raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
             # The connection broke after the statement may have been sent: the
-            # nonce tells whether it took effect; if not, a second attempt is
-            # safe because a slot can be acquired once, ever.
-            logger.debug("%s: outcome unknown (%s); checking", what, describe_error(exc))
-            result = self._call(
-                what,
-                lambda conn: (
-                    self.statements.owner_fence(
-                        conn, request.name, nonce_holder, request.slot, request.manual
-                    )
-                    or self.statements.acquire_detailed(conn, request, nonce_holder)
-                ),
-                retry=False,
-            )
-        except SQLAlchemyError as exc:
-            raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
-        if not isinstance(result, int):
-            return Refusal.explain(request, result)
-        return Lease(
-            name=request.name,
-            slot=request.slot,
-            fence=result,
-            holder=nonce_holder,
-            ttl=request.ttl,
-            manual=request.manual,
-            sent_at=sent_at,
-        )
-
-    def try_acquire_many(self, requests: Sequence[AcquireRequest]) -> list[Lease | Refusal]:
-        """:meth:`try_acquire` for scheduled ticks of distinct tasks, in one round trip.
-
-        One statement (PostgreSQL) or one transaction (SQLite, MySQL) for the
-        whole batch, whatever its size; lease rows are locked in name order so
-        concurrent batches cannot deadlock. Results are aligned with
-        ``requests``. Raises StoreError for the whole batch when the database
-        fails; a connection that broke after the batch was sent is checked by
-        the nonces first, as for one task.
-        """
-        if not requests:
-            return []
-        names = [request.name for request in requests]
-        if len(set(names)) != len(names):
-            raise ValueError("a batch acquires each task at most once")
-        if any(request.manual for request in requests):
-            raise ValueError("manual runs are acquired one at a time")
-        nonces = [f"{request.holder}#{secrets.token_hex(NONCE_BYTES)}" for request in requests]
-        sent_at = time.monotonic()
-        what = f"acquiring the leases of {len(requests)} task(s)"
-        try:
-            results = self._once(lambda conn: self.statements.acquire_many(conn, requests, nonces))
-        except DBAPIError as exc:
-            if not exc.connection_invalidated:
-                raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+            # nonces tell which requests took effect; the others are sent once
+            # more, which is safe because a slot can be acquired once, ever.
             logger.debug("%s: outcome unknown (%s); checking", what, describe_error(exc))
             results = self._call(
-                what, lambda conn: self._recover_many(conn, requests, nonces), retry=False
+                what, lambda conn: self._recover(conn, requests, nonces), retry=False
             )
         except SQLAlchemyError as exc:
             raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
@@ -207,6 +176,7 @@ class LeaseStore:
                 fence=result,
                 holder=nonce,
                 ttl=request.ttl,
+                manual=request.manual,
                 sent_at=sent_at,
             )
             if isinstance(result, int)
@@ -214,7 +184,7 @@ class LeaseStore:
             for request, nonce, result in zip(requests, nonces, results, strict=True)
         ]
 
-    def _recover_many(
+    def _recover(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonces: Sequence[str]
     ) -> list[int | LeaseState | None]:
         """After an unknown outcome: the rows that carry our nonces won; retry the others once."""
@@ -223,49 +193,51 @@ class LeaseStore:
         retry: list[int] = []
         for index, (request, nonce) in enumerate(zip(requests, nonces, strict=True)):
             row = rows.get(request.name)
-            if row is not None and row.holder == nonce and row.slot == request.slot:
+            # A manual run keeps the row's slot; the nonce alone identifies it.
+            if (
+                row is not None
+                and row.holder == nonce
+                and (request.manual or row.slot == request.slot)
+            ):
                 results[index] = row.fence
             else:
                 retry.append(index)
         if retry:
-            again = self.statements.acquire_many(
+            again = self.statements.acquire(
                 conn, [requests[i] for i in retry], [nonces[i] for i in retry]
             )
             for index, result in zip(retry, again, strict=True):
                 results[index] = result
         return results
 
-    def finish_many(self, items: Sequence[tuple[Lease, str, str | None]]) -> None:
-        """:meth:`finish` (with release) for runs of distinct tasks, in one round trip."""
+    def finish(
+        self, lease: Lease, outcome: Outcome, error: str | None = None, *, release: bool = True
+    ) -> None:
+        """Record one run's outcome: :meth:`finish_many` of a batch of one."""
+        self.finish_many([Finish.of(lease, outcome, error, release=release)])
+
+    def finish_many(self, items: Sequence[Finish]) -> None:
+        """Record the outcomes of runs of distinct tasks and, with ``release``, free their
+        leases at once, in one round trip.
+
+        Fenced: a run that lost its lease changes neither the lease nor a
+        newer run's history. A run that was marked ``abandoned`` meanwhile is
+        recorded as ``lost``.
+        """
         if not items:
             return
-        batch = [Finish.of(lease, outcome, error) for lease, outcome, error in items]
-        self._call(
-            f"finishing {len(batch)} run(s)",
-            lambda conn: self.statements.finish_many(conn, batch),
+        what = (
+            f"finishing the run of {items[0].name!r}"
+            if len(items) == 1
+            else f"finishing {len(items)} runs"
         )
+        self._call(what, lambda conn: self.statements.finish(conn, items))
 
     def heartbeat(self, lease: Lease) -> bool:
         """Extend the lease by its TTL; False if another acquisition has taken it since."""
         return self._call(
             f"renewing the lease of {lease.name!r}",
             lambda conn: self.statements.heartbeat(conn, lease.name, lease.fence, lease.ttl),
-        )
-
-    def finish(
-        self, lease: Lease, outcome: str, error: str | None = None, *, release: bool = True
-    ) -> None:
-        """Record the run's outcome and, with ``release``, free the lease at once.
-
-        Fenced: a run that lost its lease changes neither the lease nor a
-        newer run's history. A run that was marked ``abandoned`` meanwhile is
-        recorded as ``lost``.
-        """
-        self._call(
-            f"finishing the run of {lease.name!r}",
-            lambda conn: self.statements.finish(
-                conn, Finish.of(lease, outcome, error, release=release)
-            ),
         )
 
     def release(self, lease: Lease) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -36,76 +35,55 @@ from sqlalchemy.engine import Connection
 
 from cronlease._lease.model import (
     AcquireRequest,
-    Lease,
+    Finish,
     LeaseInfo,
     LeaseState,
     RunRecord,
-    truncate_error,
 )
 from cronlease._lease.schema import leases, runs
 
-__all__ = ["Finish", "Statements"]
+__all__ = ["Statements", "acquire_rows", "check_batch", "state_after_upsert"]
 
 #: what the run-history rows of an abandoned run say
 ABANDONED_ERROR = "its holder stopped renewing the lease"
 
 name_param = bindparam("b_name", type_=String)
 fence_param = bindparam("b_fence", type_=BigInteger)
-slot_param = bindparam("b_slot", type_=BigInteger)
 run_slot_param = bindparam("b_run_slot", type_=BigInteger)
 manual_param = bindparam("b_manual", type_=Boolean)
-ttl_param = bindparam("b_ttl", type_=Double)
 
 
-def acquire_params(request: AcquireRequest, nonce_holder: str) -> dict[str, Any]:
-    return {
-        "b_name": request.name,
-        "b_holder": nonce_holder,
-        "b_slot": request.slot,
-        "b_run_slot": request.slot,
-        "b_scheduled_for": request.slot / 1000.0,
-        "b_ttl": request.ttl,
-        "b_tolerance": request.tolerance,
-        "b_fingerprint": request.fingerprint,
-        "b_manual": request.manual,
-    }
+def acquire_rows(
+    requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The rows of one acquisition, as every backend's statement reads them.
 
-
-@dataclass(frozen=True)
-class Finish:
-    """One run's outcome to record (and, with ``release``, its lease to free) in a batch."""
-
-    name: str
-    slot: int
-    manual: bool
-    fence: int
-    outcome: str
-    error: str | None
-    release: bool = True
-
-    @classmethod
-    def of(cls, lease: Lease, outcome: str, error: str | None, *, release: bool = True) -> Finish:
-        """The finish of ``lease``'s run, its error text cut to the column's bound."""
-        return cls(
-            name=lease.name,
-            slot=lease.slot,
-            manual=lease.manual,
-            fence=lease.fence,
-            outcome=outcome,
-            error=truncate_error(error),
-            release=release,
-        )
-
-    def params(self) -> dict[str, Any]:
-        """Bind parameters of the single-run finish statements."""
-        return {
-            "b_name": self.name,
-            "b_run_slot": self.slot,
-            "b_manual": self.manual,
-            "b_fence": self.fence,
-            "b_outcome": self.outcome,
-            "b_error": self.error,
+    ``slot`` is the slot the lease row takes: -1 marks a manual request, which
+    keeps the row's slot cursor (and -1 for a task that never ran, so its first
+    scheduled tick still runs); scheduled slots are never negative. The run
+    row gets ``run_slot`` (for a manual run, the instant it was asked for).
+    """
+    return [
+        {
+            "name": request.name,
+            "holder": nonce,
+            "slot": -1 if request.manual else request.slot,
+            "run_slot": request.slot,
+            "manual": request.manual,
+            "ttl": float(request.ttl),
+            "tolerance": float(request.tolerance),
+            "fingerprint": request.fingerprint,
+            "scheduled_for": request.slot / 1000.0,
         }
+        for request, nonce in zip(requests, nonce_holders, strict=True)
+    ]
+
+
+def check_batch(requests: Sequence[AcquireRequest]) -> None:
+    """One acquisition names each task at most once: a row is upserted once per statement."""
+    names = [request.name for request in requests]
+    if len(set(names)) != len(names):
+        raise ValueError("an acquisition names each task at most once")
 
 
 def state_after_upsert(
@@ -132,7 +110,11 @@ class Statements(ABC):
     def __init__(self, now: ColumnElement[float]) -> None:
         self.now = now
         lease_is_ours = and_(leases.c.name == name_param, leases.c.fence == fence_param)
-        self._heartbeat = update(leases).where(lease_is_ours).values(expires_at=now + ttl_param)
+        self._heartbeat = (
+            update(leases)
+            .where(lease_is_ours)
+            .values(expires_at=now + bindparam("b_ttl", type_=Double))
+        )
         # 1 ms in the past: with the strict '<' of the lease rule and a millisecond
         # clock, an immediate re-acquire would otherwise often fail.
         self._release = update(leases).where(lease_is_ours).values(expires_at=now - 0.001)
@@ -166,18 +148,7 @@ class Statements(ABC):
             .values(outcome="abandoned", error=ABANDONED_ERROR)
         )
         self._resume = update(leases).where(leases.c.name == name_param).values(paused=False)
-        self._owner = select(leases.c.fence).where(
-            leases.c.name == name_param,
-            leases.c.holder == bindparam("b_holder", type_=String),
-            leases.c.slot == slot_param,
-        )
-        self._owner_manual = select(leases.c.fence).where(
-            leases.c.name == name_param, leases.c.holder == bindparam("b_holder", type_=String)
-        )
         self._now = select(now)
-        self._state = select(leases.c.slot, leases.c.expires_at, leases.c.paused, now).where(
-            leases.c.name == name_param
-        )
         # The run row a winner records, in the acquiring transaction (SQLite, MySQL).
         self._record_run = runs.insert().values(
             name=name_param,
@@ -238,55 +209,31 @@ class Statements(ABC):
 
     # --- backend-specific -------------------------------------------------
 
-    def acquire(self, conn: Connection, request: AcquireRequest, nonce_holder: str) -> int | None:
-        """Take the lease for ``request`` in one atomic step; return the new fence or None.
-
-        On success the run is recorded as ``running`` and runs of earlier fences
-        still ``running`` become ``abandoned``, atomically with the acquisition.
-        """
-        result = self.acquire_detailed(conn, request, nonce_holder)
-        return result if isinstance(result, int) else None
-
     @abstractmethod
-    def acquire_detailed(
-        self, conn: Connection, request: AcquireRequest, nonce_holder: str
-    ) -> int | LeaseState | None:
-        """:meth:`acquire`, but a refusal returns the lease row as it stood (None: no row),
-        learnt in the same round trip or transaction."""
-
-    def acquire_many(
+    def acquire(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
     ) -> list[int | LeaseState | None]:
-        """:meth:`acquire_detailed` for scheduled ticks of distinct tasks, aligned with the input.
+        """Take the leases of ``requests`` (distinct tasks) in one atomic step each.
 
-        Backends override this with one statement (or one transaction) for the
-        whole batch, locking lease rows in name order; the default asks per task.
+        Aligned with ``requests``: the new fence where the request won, else the
+        lease row as it stood (None: no row), learnt in the same round trip or
+        transaction. A winner's run is recorded ``running`` and runs of earlier
+        fences still ``running`` become ``abandoned``, atomically with the
+        acquisition. One statement (or one transaction) whatever the count,
+        lease rows locked in name order, so concurrent acquisitions of
+        overlapping tasks cannot deadlock.
         """
-        return [
-            self.acquire_detailed(conn, request, nonce)
-            for request, nonce in zip(requests, nonce_holders, strict=True)
-        ]
 
-    def finish_many(self, conn: Connection, items: Sequence[Finish]) -> None:
-        """:meth:`finish` for runs of distinct tasks; backends override it with one transaction."""
-        for item in items:
-            self.finish(conn, item)
+    @abstractmethod
+    def finish(self, conn: Connection, items: Sequence[Finish]) -> None:
+        """Record the outcomes of runs of distinct tasks and, where asked, free their
+        leases (fenced), in one transaction, lease rows locked first."""
 
     @abstractmethod
     def set_paused(self, conn: Connection, name: str) -> None:
         """Set the paused flag, creating the row for a task that never ran."""
 
     # --- shared -----------------------------------------------------------
-
-    def finish(self, conn: Connection, item: Finish) -> None:
-        """Record the run's outcome; with ``release``, free the lease for the next slot."""
-        with conn.begin():
-            conn.execute(
-                self._finish_run,
-                item.params(),
-            )
-            if item.release:
-                conn.execute(self._release, {"b_name": item.name, "b_fence": item.fence})
 
     def heartbeat(self, conn: Connection, name: str, fence: int, ttl: float) -> bool:
         with conn.begin():
@@ -300,21 +247,6 @@ class Statements(ABC):
     def resume(self, conn: Connection, name: str) -> None:
         with conn.begin():
             conn.execute(self._resume, {"b_name": name})
-
-    def owner_fence(
-        self, conn: Connection, name: str, nonce_holder: str, slot: int, manual: bool
-    ) -> int | None:
-        """The fence if the row still carries this attempt's nonce (outcome unknown)."""
-        with conn.begin():
-            if manual:
-                row = conn.execute(
-                    self._owner_manual, {"b_name": name, "b_holder": nonce_holder}
-                ).first()
-            else:
-                row = conn.execute(
-                    self._owner, {"b_name": name, "b_holder": nonce_holder, "b_slot": slot}
-                ).first()
-            return None if row is None else int(row[0])
 
     def database_time(self, conn: Connection) -> float:
         with conn.begin():

@@ -64,14 +64,13 @@ from sqlalchemy.exc import OperationalError
 from cronlease._lease.dialects import mysql_sql as sql
 from cronlease._lease.dialects.base import (
     ABANDONED_ERROR,
-    Finish,
     Statements,
-    acquire_params,
+    acquire_rows,
     name_param,
     state_after_upsert,
 )
 from cronlease._lease.dialects.mysql_script import run_script, script, scripts_enabled
-from cronlease._lease.model import AcquireRequest, LeaseState
+from cronlease._lease.model import AcquireRequest, Finish, LeaseState
 from cronlease._lease.schema import leases
 
 __all__ = ["MODES", "NOW", "STATEMENTS", "MySQLStatements"]
@@ -143,34 +142,26 @@ class MySQLStatements(Statements):
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.mode = mode
         self._set_paused = build_set_paused()
-        self._upsert = {manual: text(sql.upsert(manual=manual)) for manual in (False, True)}
         self._acquire_scripts = {
-            (manual, returning): script(
-                sql.upsert(manual=manual, returning=returning),
-                *([] if returning else [sql.OUTCOME]),
-                sql.ABANDON_OURS,
-                sql.RECORD_OURS,
+            returning: script(
+                sql.acquire(returning=returning),
+                *([] if returning else [sql.OUTCOMES]),
+                sql.ABANDON_WON,
+                sql.RECORD_WON,
             )
-            for manual in (False, True)
             for returning in (False, True)
         }
-        self._read_state_script = script(sql.READ_STATE)
-        self._acquire_many_script = script(
-            sql.ACQUIRE_MANY, sql.OUTCOMES_MANY, sql.ABANDON_WON, sql.RECORD_WON
-        )
-        self._finish_many_script = script(sql.RELEASE_MANY, sql.FINISH_RUNS_MANY)
+        self._outcomes_script = script(sql.OUTCOMES)
+        self._finish_script = script(sql.RELEASE, sql.FINISH_RUNS)
         self._text = {
             statement: text(statement)
             for statement in (
-                sql.OUTCOME,
-                sql.ABANDON_OURS,
-                sql.RECORD_OURS,
-                sql.ACQUIRE_MANY,
-                sql.OUTCOMES_MANY,
+                sql.acquire(returning=False),
+                sql.OUTCOMES,
                 sql.ABANDON_WON,
                 sql.RECORD_WON,
-                sql.RELEASE_MANY,
-                sql.FINISH_RUNS_MANY,
+                sql.RELEASE,
+                sql.FINISH_RUNS,
             )
         }
 
@@ -188,80 +179,23 @@ class MySQLStatements(Statements):
 
     # --- acquisition -------------------------------------------------------
 
-    def acquire_detailed(
-        self, conn: Connection, request: AcquireRequest, nonce_holder: str
-    ) -> int | LeaseState | None:
-        params = {**acquire_params(request, nonce_holder), "b_abandoned": ABANDONED_ERROR}
-        mode = self.mode_for(conn)
-        return _retry_deadlock(
-            f"acquiring the lease of {request.name!r}",
-            lambda: self._acquire_once(conn, request, params, mode),
-        )
-
-    def _acquire_once(
-        self, conn: Connection, request: AcquireRequest, params: dict[str, Any], mode: str
-    ) -> int | LeaseState | None:
-        if mode == "statements":
-            with conn.begin():
-                conn.exec_driver_sql(READ_COMMITTED)
-                conn.execute(self._upsert[request.manual], params)
-                found = conn.execute(self._text[sql.OUTCOME], params).mappings().first()
-                row = None if found is None else dict(found)
-                if row is not None and row["won"]:
-                    conn.execute(self._text[sql.ABANDON_OURS], params)
-                    conn.execute(self._text[sql.RECORD_OURS], params)
-        else:
-            returning = mode == "returning"
-            (rows,) = run_script(conn, self._acquire_scripts[request.manual, returning], params)
-            row = rows[0] if rows else None
-            if row is None and returning:
-                # A slot from the future returns nothing (a clock ahead: rare);
-                # one more request reads why it was refused.
-                (rows,) = run_script(conn, self._read_state_script, params)
-                return _state(rows[0], request) if rows else None
-        if row is None:  # a task that never ran, and a slot from the future
-            return None
-        return int(row["fence"]) if row["won"] else _state(row, request)
-
-    def acquire_many(
+    def acquire(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
     ) -> list[int | LeaseState | None]:
-        order = sorted(range(len(requests)), key=lambda index: requests[index].name)
-        batch = json.dumps(
-            [
-                {
-                    "name": requests[index].name,
-                    "holder": nonce_holders[index],
-                    "slot": requests[index].slot,
-                    "ttl": float(requests[index].ttl),
-                    "tolerance": float(requests[index].tolerance),
-                    "fingerprint": requests[index].fingerprint,
-                    "scheduled_for": requests[index].slot / 1000.0,
-                }
-                for index in order
-            ]
-        )
-        params = {"b_batch": batch, "b_abandoned": ABANDONED_ERROR}
+        rows = acquire_rows(requests, nonce_holders)
+        rows.sort(key=lambda row: row["name"])  # utf8mb4_bin: the key's own order
+        params = {"b_batch": json.dumps(rows), "b_abandoned": ABANDONED_ERROR}
+        mode = self.mode_for(conn)
         nonces = dict(zip((request.name for request in requests), nonce_holders, strict=True))
-
-        def once() -> list[Row]:
-            if self.mode_for(conn) != "statements":
-                (rows,) = run_script(conn, self._acquire_many_script, params)
-                return rows
-            with conn.begin():
-                conn.exec_driver_sql(READ_COMMITTED)
-                conn.execute(self._text[sql.ACQUIRE_MANY], params)
-                result = conn.execute(self._text[sql.OUTCOMES_MANY], params)
-                rows = [dict(row) for row in result.mappings()]
-                if any(row["holder"] == nonces[row["name"]] for row in rows):
-                    conn.execute(self._text[sql.ABANDON_WON], params)
-                    conn.execute(self._text[sql.RECORD_WON], params)
-            return rows
-
-        rows = {row["name"]: row for row in _retry_deadlock("acquiring a batch of leases", once)}
+        found = {
+            row["name"]: row
+            for row in _retry_deadlock(
+                "acquiring leases", lambda: self._acquire_once(conn, params, mode, nonces)
+            )
+        }
         results: list[int | LeaseState | None] = []
         for request in requests:
-            row = rows.get(request.name)
+            row = found.get(request.name)
             if row is None:  # a task that never ran, and a slot from the future
                 results.append(None)
             elif row["holder"] == nonces[request.name]:
@@ -270,12 +204,30 @@ class MySQLStatements(Statements):
                 results.append(_state(row, request))
         return results
 
+    def _acquire_once(
+        self, conn: Connection, params: dict[str, Any], mode: str, nonces: dict[str, str]
+    ) -> list[Row]:
+        if mode == "statements":
+            with conn.begin():
+                conn.exec_driver_sql(READ_COMMITTED)
+                conn.execute(self._text[sql.acquire(returning=False)], params)
+                result = conn.execute(self._text[sql.OUTCOMES], params)
+                rows = [dict(row) for row in result.mappings()]
+                if any(row["holder"] == nonces[row["name"]] for row in rows):
+                    conn.execute(self._text[sql.ABANDON_WON], params)
+                    conn.execute(self._text[sql.RECORD_WON], params)
+            return rows
+        returning = mode == "returning"
+        (rows, *_) = run_script(conn, self._acquire_scripts[returning], params)
+        if returning and len(rows) < len(nonces):
+            # A slot from the future returns nothing (a clock ahead: rare); one
+            # more request reads why those rows were refused.
+            (rows,) = run_script(conn, self._outcomes_script, params)
+        return rows
+
     # --- finishing ---------------------------------------------------------
 
-    def finish(self, conn: Connection, item: Finish) -> None:
-        self.finish_many(conn, [item])
-
-    def finish_many(self, conn: Connection, items: Sequence[Finish]) -> None:
+    def finish(self, conn: Connection, items: Sequence[Finish]) -> None:
         batch = json.dumps(
             [
                 {
@@ -294,14 +246,14 @@ class MySQLStatements(Statements):
 
         def once() -> None:
             if self.mode_for(conn) != "statements":
-                run_script(conn, self._finish_many_script, params)
+                run_script(conn, self._finish_script, params)
                 return
             with conn.begin():
                 conn.exec_driver_sql(READ_COMMITTED)
-                conn.execute(self._text[sql.RELEASE_MANY], params)
-                conn.execute(self._text[sql.FINISH_RUNS_MANY], params)
+                conn.execute(self._text[sql.RELEASE], params)
+                conn.execute(self._text[sql.FINISH_RUNS], params)
 
-        _retry_deadlock("finishing a batch of runs", once)
+        _retry_deadlock("finishing runs", once)
 
     # --- the rest ----------------------------------------------------------
 

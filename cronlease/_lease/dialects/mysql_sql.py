@@ -10,18 +10,13 @@ from __future__ import annotations
 from cronlease._lease.schema import leases, runs
 
 __all__ = [
-    "ABANDON_OURS",
     "ABANDON_WON",
-    "ACQUIRE_MANY",
-    "FINISH_RUNS_MANY",
+    "FINISH_RUNS",
     "NOW_SQL",
-    "OUTCOME",
-    "OUTCOMES_MANY",
-    "READ_STATE",
-    "RECORD_OURS",
+    "OUTCOMES",
     "RECORD_WON",
-    "RELEASE_MANY",
-    "upsert",
+    "RELEASE",
+    "acquire",
 ]
 
 # Epoch seconds with microseconds. UTC_TIMESTAMP(6) ignores the session time
@@ -32,74 +27,7 @@ BIN_SQL = "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 _L = leases.name
 _R = runs.name
 
-# --- one task ------------------------------------------------------------------
-
-# The row as an attempt left it, and whether it carries the attempt's nonce
-# (compared by the database, in the column's collation).
-_OUTCOME = f"holder = :b_holder AS won, fence, slot, expires_at, paused, {NOW_SQL} AS db_now"
-
-
-def upsert(*, manual: bool, returning: bool = False) -> str:
-    """The acquisition upsert; it changes the row only if the lease was free for this slot.
-
-    A scheduled acquisition needs the lease expired, the slot newer than the
-    row's and not from the future, and the task not paused. A manual one (run
-    now) needs only expiry and no pause, and leaves the slot cursor as it is
-    (-1 for a task that never ran, so its first scheduled tick still runs).
-    ``returning`` (MariaDB) sends back the row as this attempt left it; a slot
-    from the future inserts and updates nothing, and so returns nothing.
-    """
-    free = f"{_L}.expires_at < {NOW_SQL} AND NOT {_L}.paused"
-    if not manual:
-        free += f" AND {_L}.slot < :b_slot"
-
-    def ours(column: str, value: str) -> str:
-        return f"{column} = CASE WHEN {_L}.holder = :b_holder THEN {value} ELSE {_L}.{column} END"
-
-    assignments = ",\n    ".join(
-        [
-            f"holder = CASE WHEN {free} THEN :b_holder ELSE {_L}.holder END",
-            ours("fence", f"{_L}.fence + 1"),
-            *([] if manual else [ours("slot", ":b_slot")]),
-            ours("acquired_at", NOW_SQL),
-            ours("expires_at", f"{NOW_SQL} + :b_ttl"),
-            ours("fingerprint", ":b_fingerprint"),
-        ]
-    )
-    slot = "-1" if manual else ":b_slot"
-    gate = "" if manual else f"\n WHERE :b_slot / 1000.0 <= {NOW_SQL} + :b_tolerance"
-    tail = f"\nRETURNING {_OUTCOME}" if returning else ""
-    return f"""
-INSERT INTO {_L} (name, holder, fence, slot, acquired_at, expires_at, paused, fingerprint)
-SELECT :b_name, :b_holder, 1, {slot}, {NOW_SQL}, {NOW_SQL} + :b_ttl, false, :b_fingerprint
-  FROM DUAL{gate}
-ON DUPLICATE KEY UPDATE
-    {assignments}{tail}
-"""
-
-
-# Read back under the row lock the upsert took (where there is no RETURNING).
-OUTCOME = f"SELECT {_OUTCOME} FROM {_L} WHERE name = :b_name"
-# A winner's sweep of older runs and its own run row. Both find the lease row
-# by the nonce, so a loser's change nothing, and a winner's need no fence
-# from the client: the whole acquisition can be sent before any result is read.
-# The lease row is read first (a constant, by its key): for a loser the
-# statement ends there and reads no run rows.
-ABANDON_OURS = f"""
-UPDATE {_L} l STRAIGHT_JOIN {_R} r ON r.name = l.name
-   SET r.outcome = 'abandoned', r.error = :b_abandoned
- WHERE l.name = :b_name AND l.holder = :b_holder AND r.name = :b_name
-   AND r.outcome = 'running' AND r.fence < l.fence
-"""
-RECORD_OURS = f"""
-INSERT INTO {_R} (name, slot, manual, fence, holder, scheduled_for, started_at, outcome)
-SELECT l.name, :b_run_slot, :b_manual, l.fence, l.holder, :b_scheduled_for, l.acquired_at,
-       'running'
-  FROM {_L} l WHERE l.name = :b_name AND l.holder = :b_holder
-"""
-READ_STATE = f"SELECT slot, expires_at, paused, {NOW_SQL} AS db_now FROM {_L} WHERE name = :b_name"
-
-# --- batches ---------------------------------------------------------------------
+# --- acquisition -----------------------------------------------------------------
 
 
 def _json_table(columns: str) -> str:
@@ -108,41 +36,65 @@ def _json_table(columns: str) -> str:
 
 _ACQUIRE_ROWS = _json_table(
     f"name {BIN_SQL} PATH '$.name', holder {BIN_SQL} PATH '$.holder', "
-    "slot BIGINT PATH '$.slot', ttl DOUBLE PATH '$.ttl', tolerance DOUBLE PATH '$.tolerance', "
+    "slot BIGINT PATH '$.slot', run_slot BIGINT PATH '$.run_slot', "
+    "ttl DOUBLE PATH '$.ttl', tolerance DOUBLE PATH '$.tolerance', "
     "fingerprint VARCHAR(200) PATH '$.fingerprint', scheduled_for DOUBLE PATH '$.scheduled_for'"
 )
-# The upsert above over every row of the batch, in name order; VALUES(col) is
-# each row's proposed value (deprecated by MySQL 8.0.20+, which still runs it;
-# MariaDB has no other form).
+# VALUES(col) is each row's proposed value (deprecated by MySQL 8.0.20+, which
+# still runs it; MariaDB has no other form). The first assignment takes the row
+# for this attempt's nonce only if the lease is free; every later one tests
+# holder = nonce, because MySQL evaluates assignments left to right and each sees
+# the ones before it (docs/design.md §3). A manual request carries slot -1: no
+# future gate, no older-slot condition, and the row keeps its slot cursor.
 _OURS = f"{_L}.holder = VALUES(holder)"
+_FREE = (
+    f"{_L}.expires_at < {NOW_SQL} AND NOT {_L}.paused "
+    f"AND (VALUES(slot) < 0 OR {_L}.slot < VALUES(slot))"
+)
 
 
 def _if_ours(column: str) -> str:
     return f"{column} = CASE WHEN {_OURS} THEN VALUES({column}) ELSE {_L}.{column} END"
 
 
-ACQUIRE_MANY = f"""
+# The row as the attempt left it; the caller compares holders with its nonces.
+_OUTCOME_COLUMNS = f"name, holder, fence, slot, expires_at, paused, {NOW_SQL} AS db_now"
+
+
+def acquire(*, returning: bool) -> str:
+    """The acquisition upsert over every row of the batch, in name order.
+
+    ``returning`` (MariaDB >= 10.5) sends back each row as this attempt left it;
+    a row the future gate kept out inserts and updates nothing, and so returns
+    nothing.
+    """
+    tail = f"\nRETURNING {_OUTCOME_COLUMNS}" if returning else ""
+    return f"""
 INSERT INTO {_L} (name, holder, fence, slot, acquired_at, expires_at, paused, fingerprint)
 SELECT b.name, b.holder, 1, b.slot, {NOW_SQL}, {NOW_SQL} + b.ttl, false, b.fingerprint
   FROM {_ACQUIRE_ROWS}
- WHERE b.slot / 1000.0 <= {NOW_SQL} + b.tolerance
+ WHERE b.slot < 0 OR b.slot / 1000.0 <= {NOW_SQL} + b.tolerance
  ORDER BY b.name
 ON DUPLICATE KEY UPDATE
-    holder = CASE WHEN {_L}.expires_at < {NOW_SQL} AND NOT {_L}.paused
-                       AND {_L}.slot < VALUES(slot)
-                  THEN VALUES(holder) ELSE {_L}.holder END,
+    holder = CASE WHEN {_FREE} THEN VALUES(holder) ELSE {_L}.holder END,
     fence = CASE WHEN {_OURS} THEN {_L}.fence + 1 ELSE {_L}.fence END,
-    {_if_ours("slot")},
+    slot = CASE WHEN {_OURS} AND VALUES(slot) >= 0 THEN VALUES(slot) ELSE {_L}.slot END,
     {_if_ours("acquired_at")},
     {_if_ours("expires_at")},
-    {_if_ours("fingerprint")}
+    {_if_ours("fingerprint")}{tail}
 """
-# Read back under the row locks the upsert took; the caller compares holders with nonces.
-OUTCOMES_MANY = f"""
+
+
+# Read back under the row locks the upsert took (where there is no RETURNING, and
+# for the rows RETURNING left out).
+OUTCOMES = f"""
 SELECT l.name, l.holder, l.fence, l.slot, l.expires_at, l.paused, {NOW_SQL} AS db_now
   FROM {_ACQUIRE_ROWS} STRAIGHT_JOIN {_L} l ON l.name = b.name
 """
-# The winners' sweeps and run rows, found by their nonces (see ABANDON_OURS).
+# A winner's sweep of older runs and its own run row, found by the nonce, so a
+# loser's change nothing and a winner's need no fence from the client: the whole
+# acquisition goes to the server before any result is read. The lease row is
+# read first: for a loser the statement ends there and reads no run rows.
 _WON = f"STRAIGHT_JOIN {_L} l ON l.name = b.name AND l.holder = b.holder"
 ABANDON_WON = f"""
 UPDATE {_ACQUIRE_ROWS} {_WON} STRAIGHT_JOIN {_R} r ON r.name = b.name
@@ -151,7 +103,8 @@ UPDATE {_ACQUIRE_ROWS} {_WON} STRAIGHT_JOIN {_R} r ON r.name = b.name
 """
 RECORD_WON = f"""
 INSERT INTO {_R} (name, slot, manual, fence, holder, scheduled_for, started_at, outcome)
-SELECT b.name, b.slot, false, l.fence, l.holder, b.scheduled_for, l.acquired_at, 'running'
+SELECT b.name, b.run_slot, b.slot < 0, l.fence, l.holder, b.scheduled_for, l.acquired_at,
+       'running'
   FROM {_ACQUIRE_ROWS} {_WON}
  ORDER BY b.name
 """
@@ -165,12 +118,12 @@ _FINISH_ROWS = _json_table(
 )
 # The lease rows first, as in acquire: a late finish that locked its run row
 # first could deadlock with a winner that is abandoning that run.
-RELEASE_MANY = f"""
+RELEASE = f"""
 UPDATE {_FINISH_ROWS} STRAIGHT_JOIN {_L} l ON l.name = b.name
    SET l.expires_at = {NOW_SQL} - 0.001
  WHERE b.rel = 1 AND l.fence = b.fence
 """
-FINISH_RUNS_MANY = f"""
+FINISH_RUNS = f"""
 UPDATE {_FINISH_ROWS} STRAIGHT_JOIN {_R} r
     ON r.name = b.name AND r.slot = b.slot AND r.manual = (b.manual = 1)
    SET r.outcome = CASE WHEN r.outcome = 'abandoned' THEN 'lost' ELSE b.outcome END,

@@ -1,17 +1,17 @@
 """PostgreSQL statements, run in autocommit: each method is one round trip.
 
-Acquisition, the abandoned-run sweep and the new run's history row are one
+Acquisition, the abandoned-run sweep and the new runs' history rows are one
 statement (data-modifying CTEs), so a crash between them cannot leave a run
-unrecorded; finishing a run and releasing its lease are one statement too.
+unrecorded; finishing runs and releasing their leases are one statement too.
 The clock is ``statement_timestamp()``: ``now()`` is the transaction start.
 The statements of the tick path run on the driver's cursor
 (:mod:`cronlease._lease.dialects.driver`), the rest through SQLAlchemy.
 
-Batches (:meth:`PostgreSQLStatements.acquire_many`, ``finish_many``) are the
-same statements over ``unnest()`` of parallel array parameters: one statement
-text whatever the batch size, so psycopg prepares it once, and lease rows are
-locked in name order (``ORDER BY name`` under the upsert / ``FOR UPDATE``), so
-concurrent batches of overlapping tasks cannot deadlock.
+Both tick statements read their rows from ``unnest()`` of parallel array
+parameters: one statement text whatever the count (one tick is a batch of
+one), so psycopg prepares it once, and lease rows are locked in name order
+(``ORDER BY name`` under the upsert / ``FOR UPDATE``), so concurrent batches of
+overlapping tasks cannot deadlock (docs/design.md §3).
 """
 
 from __future__ import annotations
@@ -19,26 +19,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    Double,
-    String,
-    bindparam,
-    func,
-    literal,
-    literal_column,
-    select,
-    text,
-    true,
-)
+from sqlalchemy import Double, literal_column, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
-from cronlease._lease.dialects.base import ABANDONED_ERROR, Finish, Statements, acquire_params
+from cronlease._lease.dialects.base import (
+    ABANDONED_ERROR,
+    Statements,
+    acquire_rows,
+)
 from cronlease._lease.dialects.driver import DriverStatement
-from cronlease._lease.dialects.on_conflict import build_acquire, build_set_paused
-from cronlease._lease.model import AcquireRequest, LeaseState
+from cronlease._lease.dialects.on_conflict import build_set_paused
+from cronlease._lease.model import AcquireRequest, Finish, LeaseState
 from cronlease._lease.schema import leases, runs
 
 __all__ = ["STATEMENTS", "PostgreSQLStatements"]
@@ -46,30 +38,33 @@ __all__ = ["STATEMENTS", "PostgreSQLStatements"]
 NOW_SQL = "(EXTRACT(EPOCH FROM statement_timestamp())::float8)"
 NOW = literal_column(NOW_SQL, Double)
 
-# Scheduled acquisition of many tasks in one statement: the DESIGN.md §3 upsert
-# over unnest(), plus the abandoned-run sweep and the run rows (as in the single
-# statement), plus one row per requested task explaining a refusal.
-ACQUIRE_MANY = text(
+# The acquisition upsert (docs/design.md §3) over unnest(), plus the abandoned-run
+# sweep and the run rows, plus one row per request explaining a refusal from the
+# statement's own snapshot of the lease row. A manual request carries slot -1:
+# it needs no future gate and no older slot, and keeps the row's slot cursor.
+ACQUIRE = text(
     f"""
 WITH batch AS (
     SELECT * FROM unnest(
         CAST(:b_names AS text[]), CAST(:b_holders AS text[]), CAST(:b_slots AS bigint[]),
-        CAST(:b_ttls AS float8[]), CAST(:b_tolerances AS float8[]),
-        CAST(:b_fingerprints AS text[])
-    ) AS b(name, holder, slot, ttl, tolerance, fingerprint)
+        CAST(:b_run_slots AS bigint[]), CAST(:b_ttls AS float8[]),
+        CAST(:b_tolerances AS float8[]), CAST(:b_fingerprints AS text[])
+    ) AS b(name, holder, slot, run_slot, ttl, tolerance, fingerprint)
 ), acquired AS (
     INSERT INTO {leases.name} AS l
         (name, holder, fence, slot, acquired_at, expires_at, paused, fingerprint)
     SELECT b.name, b.holder, 1, b.slot, {NOW_SQL}, {NOW_SQL} + b.ttl, false, b.fingerprint
       FROM batch b
-     WHERE b.slot::float8 / 1000.0 <= {NOW_SQL} + b.tolerance
+     WHERE b.slot < 0 OR b.slot::float8 / 1000.0 <= {NOW_SQL} + b.tolerance
      ORDER BY b.name
     ON CONFLICT (name) DO UPDATE
-       SET holder = excluded.holder, fence = l.fence + 1, slot = excluded.slot,
+       SET holder = excluded.holder, fence = l.fence + 1,
+           slot = CASE WHEN excluded.slot < 0 THEN l.slot ELSE excluded.slot END,
            acquired_at = excluded.acquired_at, expires_at = excluded.expires_at,
            fingerprint = excluded.fingerprint
-     WHERE l.expires_at < {NOW_SQL} AND l.slot < excluded.slot AND NOT l.paused
-    RETURNING l.name, l.fence, l.holder, l.slot, l.acquired_at
+     WHERE l.expires_at < {NOW_SQL} AND NOT l.paused
+       AND (excluded.slot < 0 OR l.slot < excluded.slot)
+    RETURNING l.name, l.fence, l.holder, l.acquired_at
 ), abandoned AS (
     UPDATE {runs.name} r SET outcome = 'abandoned', error = :b_abandoned
       FROM acquired a
@@ -78,9 +73,9 @@ WITH batch AS (
 ), recorded AS (
     INSERT INTO {runs.name}
         (name, slot, manual, fence, holder, scheduled_for, started_at, outcome)
-    SELECT a.name, a.slot, false, a.fence, a.holder, a.slot::float8 / 1000.0, a.acquired_at,
-           'running'
-      FROM acquired a
+    SELECT a.name, b.run_slot, b.slot < 0, a.fence, a.holder, b.run_slot::float8 / 1000.0,
+           a.acquired_at, 'running'
+      FROM acquired a JOIN batch b ON b.name = a.name
     RETURNING slot
 )
 SELECT b.name, a.fence, c.slot, c.expires_at, c.paused, {NOW_SQL} AS db_now
@@ -90,9 +85,12 @@ SELECT b.name, a.fence, c.slot, c.expires_at, c.paused, {NOW_SQL} AS db_now
 """
 )
 
-# Finish many runs in one statement: lock their lease rows first, in name order
-# (as acquisition does), then record outcomes and release the leases, fenced.
-FINISH_MANY = text(
+# Finish runs in one statement: lock their lease rows first, in name order (as
+# acquisition does), then record outcomes and release the leases, fenced. The
+# lease rows come first because a takeover's abandoned-run sweep locks them in
+# that order: a finish locking the run row first deadlocked with it
+# (test_pg_locking.py).
+FINISH = text(
     f"""
 WITH batch AS (
     SELECT * FROM unnest(
@@ -129,123 +127,30 @@ SELECT (SELECT count(*) FROM finished) AS finished, (SELECT count(*) FROM releas
 class PostgreSQLStatements(Statements):
     def __init__(self) -> None:
         super().__init__(NOW)
-        self._acquire = DriverStatement(self._acquire_and_record(manual=False))
-        self._acquire_manual = DriverStatement(self._acquire_and_record(manual=True))
+        self._acquire = DriverStatement(ACQUIRE)
+        self._finish = DriverStatement(FINISH)
         self._driver_heartbeat = DriverStatement(self._heartbeat)
-        self._acquire_many = DriverStatement(ACQUIRE_MANY)
-        self._finish_many = DriverStatement(FINISH_MANY)
         self._set_paused = build_set_paused(insert)
-        # Lock the lease row before the run row, as acquisition does (its sweep of
-        # abandoned runs comes after the upsert): a late finish racing a takeover
-        # would otherwise deadlock with it. The scalar subquery makes PostgreSQL
-        # evaluate the locking CTE before it touches the run row.
-        locked = (
-            select(leases.c.fence)
-            .where(leases.c.name == bindparam("b_name", type_=String))
-            .with_for_update()
-            .cte("locked")
-        )
-        lease_locked = select(func.count()).select_from(locked).scalar_subquery() >= 0
-        finished = self._finish_run.where(lease_locked).returning(runs.c.outcome).cte("finished")
-        released = self._release.where(lease_locked).returning(leases.c.fence).cte("released")
-        self._finish_and_release = DriverStatement(select(finished.c.outcome).add_cte(released))
 
-    def _acquire_and_record(self, *, manual: bool) -> Any:
-        acquired = build_acquire(insert, NOW, manual=manual).cte("acquired")
-        abandoned = (
-            runs.update()
-            .where(
-                runs.c.name == acquired.c.name,
-                runs.c.outcome == "running",
-                runs.c.fence < acquired.c.fence,
-            )
-            .values(outcome="abandoned", error=ABANDONED_ERROR)
-            .returning(runs.c.slot)
-            .cte("abandoned")
-        )
-        recorded = (
-            insert(runs)
-            .from_select(
-                [
-                    runs.c.name,
-                    runs.c.slot,
-                    runs.c.manual,
-                    runs.c.fence,
-                    runs.c.holder,
-                    runs.c.scheduled_for,
-                    runs.c.started_at,
-                    runs.c.outcome,
-                ],
-                select(
-                    acquired.c.name,
-                    bindparam("b_run_slot", type_=BigInteger),
-                    bindparam("b_manual", type_=Boolean),
-                    acquired.c.fence,
-                    acquired.c.holder,
-                    bindparam("b_scheduled_for", type_=Double),
-                    acquired.c.acquired_at,
-                    literal("running", String),
-                ),
-            )
-            .returning(runs.c.slot)
-            .cte("recorded")
-        )
-        # One row always: the new fence if this statement won, and the lease row
-        # as the statement's snapshot saw it, to explain a refusal without asking again.
-        probe = select(literal(1).label("one")).subquery("probe")
-        current = leases.alias("current_lease")
-        return (
-            select(
-                acquired.c.fence,
-                current.c.slot,
-                current.c.expires_at,
-                current.c.paused,
-                NOW.label("db_now"),
-            )
-            .select_from(
-                probe.outerjoin(acquired, true()).outerjoin(
-                    current, current.c.name == bindparam("b_name", type_=String)
-                )
-            )
-            .add_cte(abandoned, recorded)
-        )
-
-    def acquire_detailed(
-        self, conn: Connection, request: AcquireRequest, nonce_holder: str
-    ) -> int | LeaseState | None:
-        statement = self._acquire_manual if request.manual else self._acquire
-        (row,), _ = statement.execute(conn, acquire_params(request, nonce_holder))
-        return _acquired_or_state(row)
-
-    def finish(self, conn: Connection, item: Finish) -> None:
-        if not item.release:
-            super().finish(conn, item)
-            return
-        self._finish_and_release.execute(conn, item.params())
-
-    def heartbeat(self, conn: Connection, name: str, fence: int, ttl: float) -> bool:
-        _, rowcount = self._driver_heartbeat.execute(
-            conn, {"b_name": name, "b_fence": fence, "b_ttl": ttl}
-        )
-        return bool(rowcount)
-
-    def acquire_many(
+    def acquire(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
     ) -> list[int | LeaseState | None]:
+        rows = acquire_rows(requests, nonce_holders)
         params = {
-            "b_names": [request.name for request in requests],
-            "b_holders": list(nonce_holders),
-            "b_slots": [request.slot for request in requests],
-            "b_ttls": [float(request.ttl) for request in requests],
-            "b_tolerances": [float(request.tolerance) for request in requests],
-            "b_fingerprints": [request.fingerprint for request in requests],
+            "b_names": [row["name"] for row in rows],
+            "b_holders": [row["holder"] for row in rows],
+            "b_slots": [row["slot"] for row in rows],
+            "b_run_slots": [row["run_slot"] for row in rows],
+            "b_ttls": [row["ttl"] for row in rows],
+            "b_tolerances": [row["tolerance"] for row in rows],
+            "b_fingerprints": [row["fingerprint"] for row in rows],
             "b_abandoned": ABANDONED_ERROR,
         }
-        rows, _ = self._acquire_many.execute(conn, params)
-        by_name = {row[0]: row[1:] for row in rows}
+        result, _ = self._acquire.execute(conn, params)
+        by_name = {row[0]: row[1:] for row in result}
         return [_acquired_or_state(by_name[request.name]) for request in requests]
 
-    def finish_many(self, conn: Connection, items: Sequence[Finish]) -> None:
+    def finish(self, conn: Connection, items: Sequence[Finish]) -> None:
         params = {
             "b_names": [item.name for item in items],
             "b_slots": [item.slot for item in items],
@@ -255,7 +160,13 @@ class PostgreSQLStatements(Statements):
             "b_errors": [item.error for item in items],
             "b_releases": [item.release for item in items],
         }
-        self._finish_many.execute(conn, params)
+        self._finish.execute(conn, params)
+
+    def heartbeat(self, conn: Connection, name: str, fence: int, ttl: float) -> bool:
+        _, rowcount = self._driver_heartbeat.execute(
+            conn, {"b_name": name, "b_fence": fence, "b_ttl": ttl}
+        )
+        return bool(rowcount)
 
     def set_paused(self, conn: Connection, name: str) -> None:
         with conn.begin():

@@ -4,9 +4,10 @@ SQLite has no data-modifying CTEs, so acquisition is three statements in one
 ``BEGIN IMMEDIATE`` transaction (see :mod:`cronlease._lease.database`): all local,
 and atomic all the same. The RETURNING result is read fully before commit.
 
-Batches pass one JSON array parameter read with ``json_each()``: one statement
-text whatever the batch size (so SQLAlchemy and sqlite3 cache it), rows
-upserted in name order, the whole batch in one transaction.
+Acquisitions pass one JSON array parameter read with ``json_each()``: one
+statement text whatever the count (one tick is a batch of one; SQLAlchemy and
+sqlite3 cache it), rows upserted in name order, the whole batch in one
+transaction.
 """
 
 from __future__ import annotations
@@ -18,14 +19,9 @@ from sqlalchemy import Double, literal_column, text
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.engine import Connection
 
-from cronlease._lease.dialects.base import (
-    Finish,
-    Statements,
-    acquire_params,
-    state_after_upsert,
-)
-from cronlease._lease.dialects.on_conflict import build_acquire, build_set_paused
-from cronlease._lease.model import AcquireRequest, LeaseState
+from cronlease._lease.dialects.base import Statements, acquire_rows, state_after_upsert
+from cronlease._lease.dialects.on_conflict import build_set_paused
+from cronlease._lease.model import AcquireRequest, Finish, LeaseState
 from cronlease._lease.schema import leases
 
 __all__ = ["STATEMENTS", "SQLiteStatements"]
@@ -39,26 +35,29 @@ def _field(name: str) -> str:
     return f"json_extract(value, '$.{name}')"
 
 
-# The DESIGN.md §3 upsert over json_each(:b_batch); the WHERE before ON CONFLICT
-# is required by SQLite's parser for INSERT ... SELECT ... ON CONFLICT anyway.
-ACQUIRE_MANY = text(
+# The acquisition upsert (docs/design.md §3) over json_each(:b_batch); the WHERE
+# before ON CONFLICT is required by SQLite's parser for INSERT ... SELECT ... ON
+# CONFLICT anyway. A manual request carries slot -1 (see base.acquire_rows).
+ACQUIRE = text(
     f"""
 INSERT INTO {leases.name} AS l
     (name, holder, fence, slot, acquired_at, expires_at, paused, fingerprint)
 SELECT {_field("name")}, {_field("holder")}, 1, {_field("slot")}, {NOW_SQL},
        {NOW_SQL} + {_field("ttl")}, 0, {_field("fingerprint")}
   FROM json_each(:b_batch)
- WHERE {_field("slot")} / 1000.0 <= {NOW_SQL} + {_field("tolerance")}
+ WHERE {_field("slot")} < 0 OR {_field("slot")} / 1000.0 <= {NOW_SQL} + {_field("tolerance")}
  ORDER BY 1
 ON CONFLICT (name) DO UPDATE
-   SET holder = excluded.holder, fence = l.fence + 1, slot = excluded.slot,
+   SET holder = excluded.holder, fence = l.fence + 1,
+       slot = CASE WHEN excluded.slot < 0 THEN l.slot ELSE excluded.slot END,
        acquired_at = excluded.acquired_at, expires_at = excluded.expires_at,
        fingerprint = excluded.fingerprint
- WHERE l.expires_at < {NOW_SQL} AND l.slot < excluded.slot AND NOT l.paused
+ WHERE l.expires_at < {NOW_SQL} AND NOT l.paused
+   AND (excluded.slot < 0 OR l.slot < excluded.slot)
 RETURNING name, fence, holder, acquired_at
 """
 )
-STATES_MANY = text(
+STATES = text(
     f"""
 SELECT name, slot, expires_at, paused, {NOW_SQL} AS db_now
   FROM {leases.name} WHERE name IN (SELECT value FROM json_each(:b_names))
@@ -69,56 +68,16 @@ SELECT name, slot, expires_at, paused, {NOW_SQL} AS db_now
 class SQLiteStatements(Statements):
     def __init__(self) -> None:
         super().__init__(NOW)
-        self._acquire = build_acquire(insert, NOW, manual=False)
-        self._acquire_manual = build_acquire(insert, NOW, manual=True)
         self._set_paused = build_set_paused(insert)
 
-    def acquire_detailed(
-        self, conn: Connection, request: AcquireRequest, nonce_holder: str
-    ) -> int | LeaseState | None:
-        params = acquire_params(request, nonce_holder)
-        statement = self._acquire_manual if request.manual else self._acquire
-        with conn.begin():
-            rows = conn.execute(statement, params).all()
-            if not rows:
-                row = conn.execute(self._state, {"b_name": request.name}).first()
-                if row is None:
-                    return None
-                return state_after_upsert(
-                    slot=int(row[0]),
-                    expires_at=float(row[1]),
-                    paused=bool(row[2]),
-                    db_now=float(row[3]),
-                    request=request,
-                )
-            fence = int(rows[0].fence)
-            conn.execute(self._abandon, {"b_name": request.name, "b_fence": fence})
-            conn.execute(
-                self._record_run,
-                {**params, "b_fence": fence, "b_started_at": float(rows[0].acquired_at)},
-            )
-            return fence
-
-    def acquire_many(
+    def acquire(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
     ) -> list[int | LeaseState | None]:
-        batch = json.dumps(
-            [
-                {
-                    "name": request.name,
-                    "holder": nonce,
-                    "slot": request.slot,
-                    "ttl": float(request.ttl),
-                    "tolerance": float(request.tolerance),
-                    "fingerprint": request.fingerprint,
-                }
-                for request, nonce in zip(requests, nonce_holders, strict=True)
-            ]
-        )
+        rows = acquire_rows(requests, nonce_holders)
         with conn.begin():
-            won = {row.name: row for row in conn.execute(ACQUIRE_MANY, {"b_batch": batch}).all()}
+            won = {row.name: row for row in conn.execute(ACQUIRE, {"b_batch": json.dumps(rows)})}
             if won:
-                by_name = {request.name: request for request in requests}
+                asked = {row["name"]: row for row in rows}
                 conn.execute(
                     self._abandon,
                     [{"b_name": name, "b_fence": int(row.fence)} for name, row in won.items()],
@@ -128,11 +87,11 @@ class SQLiteStatements(Statements):
                     [
                         {
                             "b_name": name,
-                            "b_run_slot": by_name[name].slot,
-                            "b_manual": False,
+                            "b_run_slot": asked[name]["run_slot"],
+                            "b_manual": asked[name]["manual"],
                             "b_fence": int(row.fence),
                             "b_holder": row.holder,
-                            "b_scheduled_for": by_name[name].slot / 1000.0,
+                            "b_scheduled_for": asked[name]["scheduled_for"],
                             "b_started_at": float(row.acquired_at),
                         }
                         for name, row in won.items()
@@ -142,8 +101,7 @@ class SQLiteStatements(Statements):
             states = {}
             if lost:
                 states = {
-                    row.name: row
-                    for row in conn.execute(STATES_MANY, {"b_names": json.dumps(lost)}).all()
+                    row.name: row for row in conn.execute(STATES, {"b_names": json.dumps(lost)})
                 }
         results: list[int | LeaseState | None] = []
         for request in requests:
@@ -164,7 +122,7 @@ class SQLiteStatements(Statements):
                 results.append(None)
         return results
 
-    def finish_many(self, conn: Connection, items: Sequence[Finish]) -> None:
+    def finish(self, conn: Connection, items: Sequence[Finish]) -> None:
         with conn.begin():
             # Lease rows first, in name order, as everywhere else.
             released = [

@@ -1,0 +1,123 @@
+"""The acquirer thread: fired ticks in, batches decided, winners out to the workers.
+
+One thread with one role (docs/design.md §4). It receives the ticks of each
+APScheduler pass on its inbox queue (:mod:`cronlease._run.fire`), adds the
+ticks whose timer is due — deferred ticks and late pickups — and asks the
+:class:`TickRunner` to decide them, in batches that name each task at most
+once, oldest first. Winners go straight to the :class:`WorkerPool` as each
+is registered, so losers never queue behind winners for a worker thread;
+late pickups go back on its timer heap.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from cronlease._run.runner import TickRunner
+from cronlease._run.ticks import Tick
+from cronlease._run.workers import WorkerPool
+
+__all__ = ["Acquirer"]
+
+logger = logging.getLogger("cronlease")
+# how long shutdown waits for an acquisition in flight before giving up on it
+JOIN_SECONDS = 5.0
+
+#: what the inbox carries: the ticks of one pass, each with the callback that
+#: tells APScheduler its job's instance is decided (None: stop)
+Fired = list[tuple[Callable[[], None], list[Tick]]]
+
+
+class Acquirer:
+    """Owns the acquirer thread, its inbox and its timers."""
+
+    def __init__(self, runner: TickRunner, pool: WorkerPool) -> None:
+        self._runner = runner
+        self._pool = pool
+        self._inbox: queue.SimpleQueue[Fired | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="cronlease-acquirer", daemon=True)
+        self._thread.start()
+
+    def put(self, fired: Fired) -> None:
+        self._inbox.put(fired)
+
+    def stop(self) -> None:
+        """Stop after what is queued (stop accepting first: queued ticks are skipped fast)."""
+        self._inbox.put(None)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(JOIN_SECONDS)
+
+    def _loop(self) -> None:
+        timers: list[tuple[float, int, Tick]] = []
+        order = itertools.count()
+        while True:
+            timeout = None if not timers else max(0.0, timers[0][0] - time.monotonic())
+            try:
+                first = self._inbox.get(timeout=timeout)
+            except queue.Empty:
+                first = []
+            if first is None:
+                return
+            fired = list(first)
+            stop = False
+            while True:  # everything else already waiting goes in the same batch
+                try:
+                    more = self._inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                fired.extend(more)
+            # Overlap and lateness are the tick path's: APScheduler's instance is
+            # released as soon as the tick is handed over, not when its run ends.
+            ticks: list[Tick] = []
+            for decided, group_ticks in fired:
+                decided()
+                ticks.extend(group_ticks)
+            ticks, later = self._runner.defer(ticks)
+            for due, tick in later:
+                heapq.heappush(timers, (due, next(order), tick))
+            now = time.monotonic()
+            while timers and timers[0][0] <= now:
+                ticks.append(heapq.heappop(timers)[2])
+            for batch in distinct_tasks(ticks):
+                try:
+                    decision = self._runner.acquire_ticks(batch, dispatch=self._pool.submit)
+                except Exception:  # the acquirer must survive anything
+                    logger.exception("unexpected error acquiring a batch of ticks")
+                    continue
+                for due, retry in decision.retries:
+                    heapq.heappush(timers, (due, next(order), retry))
+            if stop:
+                return
+
+
+def distinct_tasks(ticks: list[Tick]) -> list[list[Tick]]:
+    """Split ``ticks`` into batches that name each task at most once, oldest first."""
+    names = {tick.task.full_name for tick in ticks}
+    if len(names) == len(ticks):  # the usual case: one tick per task
+        return [ticks] if ticks else []
+    batches: list[list[Tick]] = []
+    seen: list[set[str]] = []
+    for tick in ticks:
+        name = tick.task.full_name
+        for names, batch in zip(seen, batches, strict=True):
+            if name not in names:
+                names.add(name)
+                batch.append(tick)
+                break
+        else:
+            seen.append({name})
+            batches.append([tick])
+    return batches

@@ -1,0 +1,232 @@
+"""Acquisition: admitted ticks' leases in one store call, and what each refusal means.
+
+Every tick path ends here in one call, :meth:`LeaseStore.acquire_many`, for
+one tick or a thousand (docs/design.md §4). Per result:
+
+- a **lease** is a winner, handed to ``on_won`` as soon as its part of the
+  batch has answered;
+- a **late pickup**: a scheduled tick refused ``held`` because an older
+  slot's lease is still unexpired is tried once more when that lease expires,
+  if that is within the tick's grace, so a holder that died mid-run costs the
+  tick it interrupted, not the next one as well;
+- any other **refusal** is a skipped tick, counted in bulk and reported to
+  whoever listens: refusals are the common case, every replica but one, every
+  tick.
+
+Built for the fleet's common case, hundreds of tasks due at one instant on
+every replica and one replica winning them:
+
+- **deferral**: in a batch of LARGE_BATCH ticks or more, a task whose
+  previous tick another replica won is tried DEFER_SECONDS later (at most a
+  quarter of its grace). The likely winner's statement then meets no
+  competing statements for the same rows, and ours finds the slot taken
+  without waiting on a row lock; if the winner is gone, the tick runs here
+  that much later, still within its grace;
+- **split acquisition**: a large batch of a replica that won every task it
+  tried last is sent as two statements at once, on two pooled connections,
+  over disjoint name ranges (each statement locks its rows in name order, so
+  no two can deadlock), and the database works on both halves in parallel.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from cronlease._lease.model import Lease, Refusal
+from cronlease._lease.store import LeaseStore
+from cronlease._run.admission import Candidate, Skips
+from cronlease._run.outage import OutageLog
+from cronlease._run.side_thread import SideThread
+from cronlease._run.ticks import Decision, Tick
+from cronlease._stats import Stats
+from cronlease._task import Task
+from cronlease.errors import StoreError
+
+__all__ = ["DEFER_SECONDS", "LARGE_BATCH", "LATE_PICKUP_MARGIN", "Acquisition"]
+
+logger = logging.getLogger("cronlease")
+
+#: how long a replica waits before trying a tick of a task whose previous tick
+#: another replica won (at most a quarter of the tick's grace)
+DEFER_SECONDS = 0.1
+#: ticks fired together from which a batch is deferred when likely lost, and sent
+#: as two statements when likely won
+LARGE_BATCH = 128
+#: a late pickup is tried this long after the held lease's expiry, so that the
+#: database's strict "expired" comparison has certainly passed
+LATE_PICKUP_MARGIN = 0.002
+
+Results = list[Lease | Refusal] | StoreError
+
+
+class Acquisition:
+    """Takes the leases of admitted ticks; one per replica, driven by its acquirer thread
+    (and by callers of the inline path)."""
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        stats: Stats,
+        skips: Skips,
+        outage: OutageLog,
+        ensure_schema: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._stats = stats
+        self._skips = skips
+        self._outage = outage
+        self._ensure_schema = ensure_schema
+        # tasks whose latest scheduled tick another replica won (see defer())
+        self._won_elsewhere: set[str] = set()
+        # the second connection of a batch acquired in two halves
+        self._side = SideThread()
+
+    def close(self) -> None:
+        self._side.close()
+
+    def defer(self, ticks: Sequence[Tick]) -> tuple[list[Tick], list[tuple[float, Tick]]]:
+        """Split ``ticks`` into those to acquire now and [(monotonic time, tick)] to
+        acquire then: the deferral rule (module docstring)."""
+        if not self._won_elsewhere or len(ticks) < LARGE_BATCH:
+            return list(ticks), []
+        now: list[Tick] = []
+        later: list[tuple[float, Tick]] = []
+        delays: dict[tuple[str, datetime], float] = {}
+        start = time.monotonic()
+        for tick in ticks:
+            task = tick.task
+            if tick.kind != "scheduled" or task.full_name not in self._won_elsewhere:
+                now.append(tick)
+                continue
+            key = (task.schedule.fingerprint, tick.fire_time)
+            delay = delays.get(key)
+            if delay is None:
+                delay = delays[key] = min(DEFER_SECONDS, task.grace_for(tick.fire_time) / 4)
+            later.append((start + delay, tick))
+        return now, later
+
+    def acquire(
+        self, candidates: Sequence[Candidate], on_won: Callable[[Task, Lease], None]
+    ) -> Decision:
+        """Acquire the candidates' leases; winners go to ``on_won`` as their part answers.
+
+        Returns the late pickups to try (``Decision.retries``). Never raises for
+        a database error: every candidate is then skipped as ``error``.
+        """
+        decision = Decision()
+        if not candidates:
+            return decision
+        self._stats.add("acquire_batches")
+        self._stats.add("acquire_batch_ticks", len(candidates))
+        try:
+            self._ensure_schema()
+        except StoreError as exc:
+            self._failed(candidates, exc)
+            return decision
+        refusals: Counter[str] = Counter()
+
+        def part(part: Sequence[Candidate], results: Results) -> None:
+            self._decide(part, results, decision, on_won, refusals)
+
+        # Split only a replica that won every task it tried last: where two
+        # replicas share the tasks, their statements already run in parallel.
+        if len(candidates) < LARGE_BATCH or self._won_elsewhere:
+            part(candidates, self._send(candidates))
+        else:
+            ordered = sorted(candidates, key=lambda candidate: candidate.request.name)
+            low, high = ordered[: len(ordered) // 2], ordered[len(ordered) // 2 :]
+            pending = self._side.submit(functools.partial(self._send, low))
+            part(high, self._send(high))
+            part(low, pending.result())
+        if refusals:
+            self._stats.add("ticks_not_acquired", sum(refusals.values()))
+            for reason, count in refusals.items():
+                self._skips.count(reason, count)
+        return decision
+
+    def _send(self, candidates: Sequence[Candidate]) -> Results:
+        try:
+            return self._store.acquire_many([candidate.request for candidate in candidates])
+        except StoreError as exc:
+            return exc
+
+    def _failed(self, candidates: Sequence[Candidate], error: StoreError) -> None:
+        for tick, request, _ in candidates:
+            self._skips.skipped(tick.task, request.slot, "error")
+            self._outage.failed(f"{tick.task.full_name}: tick {tick.fire_time.isoformat()}", error)
+
+    def _decide(
+        self,
+        candidates: Sequence[Candidate],
+        results: Results,
+        decision: Decision,
+        on_won: Callable[[Task, Lease], None],
+        refusals: Counter[str],
+    ) -> None:
+        """Act on one part's results: winners to ``on_won``, refusals counted in ``refusals``."""
+        if isinstance(results, StoreError):
+            self._failed(candidates, results)
+            return
+        self._outage.succeeded()
+        debug = logger.isEnabledFor(logging.DEBUG)
+        for candidate, result in zip(candidates, results, strict=True):
+            tick = candidate.tick
+            # only ticks of the scheduled path say who is likely to win the next one
+            raced = tick.kind in ("scheduled", "retry")
+            if isinstance(result, Lease):
+                if raced:
+                    self._won_elsewhere.discard(tick.task.full_name)
+                if tick.kind == "retry":
+                    logger.info(
+                        "%s: tick %s: taken over once the previous holder's lease expired",
+                        tick.task.full_name,
+                        tick.fire_time.isoformat(),
+                    )
+                on_won(tick.task, result)
+                continue
+            reason = result.reason
+            if raced and reason in ("taken", "contended"):
+                self._won_elsewhere.add(tick.task.full_name)
+            retry = self._late_pickup(candidate, result)
+            if retry is not None:
+                decision.retries.append(retry)
+                continue
+            refusals[reason] += 1
+            self._skips.skipped(tick.task, candidate.request.slot, reason, count=False)
+            if reason == "future":
+                logger.warning(
+                    "%s: tick %s refused: the slot is ahead of the database clock; "
+                    "is this host's clock fast?",
+                    tick.task.full_name,
+                    tick.fire_time.isoformat(),
+                )
+            elif debug:
+                logger.debug(
+                    "%s: tick %s: not acquired (%s)",
+                    tick.task.full_name,
+                    tick.fire_time.isoformat(),
+                    reason,
+                )
+
+    def _late_pickup(self, candidate: Candidate, refusal: Refusal) -> tuple[float, Tick] | None:
+        """The retry of a tick refused ``held`` whose lease expires within its grace."""
+        if refusal.reason != "held" or refusal.expires_in is None or candidate.pickup_until is None:
+            return None
+        wait = refusal.expires_in + LATE_PICKUP_MARGIN
+        if time.time() + wait > candidate.pickup_until:
+            return None
+        tick = candidate.tick
+        logger.info(
+            "%s: tick %s: an earlier run's lease is still held; trying again when it expires "
+            "in %.3f s",
+            tick.task.full_name,
+            tick.fire_time.isoformat(),
+            wait,
+        )
+        self._stats.add("late_pickups")
+        return time.monotonic() + wait, Tick(tick.task, tick.fire_time, "retry")

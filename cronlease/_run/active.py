@@ -1,0 +1,100 @@
+"""The runs in progress on this replica: the local overlap gate, renewed leases, shutdown.
+
+A won lease is registered here before its run is handed to a worker, so a
+tick of the same task that fires meanwhile is skipped as ``overlap`` rather
+than sent to the database, and its heartbeat (:mod:`cronlease._run.heartbeat`)
+starts at once: the lease is renewed even while the run waits for a thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cronlease._events import EventBus, LeaseLost
+from cronlease._lease.model import Lease
+from cronlease._lease.store import LeaseStore
+from cronlease._run.heartbeat import Heartbeats
+from cronlease._stats import Stats
+from cronlease._task import Liveness, Task
+
+__all__ = ["ActiveRun", "ActiveRuns"]
+
+
+@dataclass(eq=False)
+class ActiveRun:
+    """A run that holds its lease on this replica, from the win until it is recorded."""
+
+    task: Task
+    lease: Lease
+    liveness: Liveness
+    started: float
+    #: set by shutdown, which recorded the run as interrupted and left its lease to expire
+    interrupted: bool = False
+
+
+class ActiveRuns:
+    """The registry of runs in progress; thread-safe."""
+
+    def __init__(self, store: LeaseStore, stats: Stats, events: EventBus) -> None:
+        self._stats = stats
+        self._events = events
+        self._heartbeats = Heartbeats(store)
+        self._runs: dict[str, ActiveRun] = {}
+        self._changed = threading.Condition()
+
+    def begin(self, task: Task, lease: Lease) -> ActiveRun:
+        """Start renewing a won lease and count its run as in progress."""
+
+        def on_lost() -> None:
+            self._stats.add("leases_lost")
+            self._events.emit(LeaseLost(task=task.full_name, slot=lease.slot, fence=lease.fence))
+
+        liveness = self._heartbeats.track(lease, on_lost)
+        run = ActiveRun(task, lease, liveness, started=time.monotonic())
+        with self._changed:
+            self._runs[task.full_name] = run
+        return run
+
+    def stop_renewing(self, run: ActiveRun) -> None:
+        """The run's task returned (or shutdown gave up on it): no more renewals."""
+        self._heartbeats.stop_tracking(run.liveness)
+
+    def end(self, runs: Iterable[ActiveRun]) -> None:
+        """The runs were recorded: their tasks may start again here."""
+        with self._changed:
+            for run in runs:
+                name = run.task.full_name
+                if self._runs.get(name) is run:
+                    del self._runs[name]
+            self._changed.notify_all()
+
+    def names(self) -> set[str]:
+        with self._changed:
+            return set(self._runs)
+
+    def interrupt(self) -> list[ActiveRun]:
+        """Mark every run not yet interrupted as interrupted, stop renewing it; return them."""
+        with self._changed:
+            still = [run for run in self._runs.values() if not run.interrupted]
+            for run in still:
+                run.interrupted = True
+        for run in still:
+            self.stop_renewing(run)
+        return still
+
+    def wait_idle(self, timeout: float | None) -> bool:
+        """Wait until no run is in progress; False if some still are at the deadline."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while self._runs:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
+
+    def close(self) -> None:
+        self._heartbeats.close()

@@ -1,0 +1,147 @@
+"""Admission: the per-tick checks before any database work (docs/design.md §4).
+
+In this order, for every tick however it began: shutdown, then grace, then
+local overlap. Grace comes before the acquisition so that a tick that waited
+in a queue never takes a lease it is too late to use; overlap is checked
+here so that a task still running on this replica costs no statement. What
+survives becomes an :class:`AcquireRequest`.
+
+A schedule's TTL, grace and tolerance are computed once per fire time, not
+once per task: a fleet's common tick is hundreds of tasks of one schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from datetime import datetime, timezone
+from typing import NamedTuple
+
+from cronlease._events import EventBus, SkipReason, TickSkipped
+from cronlease._lease.model import AcquireRequest
+from cronlease._run.ticks import Tick, Timing
+from cronlease._stats import Stats
+from cronlease._task import Task
+from cronlease._timing.schedule import slot_of
+
+__all__ = ["Admission", "Candidate", "Skips"]
+
+logger = logging.getLogger("cronlease")
+
+
+class Candidate(NamedTuple):
+    """An admitted tick: its request, and until when (epoch seconds) a late pickup may
+    still start it (None: no late pickup for this kind of tick)."""
+
+    tick: Tick
+    request: AcquireRequest
+    pickup_until: float | None
+
+
+class Skips:
+    """A skipped tick is counted by reason and reported to listeners: one rule for all."""
+
+    def __init__(self, stats: Stats, events: EventBus) -> None:
+        self._stats = stats
+        self._events = events
+
+    def skipped(self, task: Task, slot: int, reason: SkipReason, count: bool = True) -> None:
+        """Report one skip; with ``count=False`` the caller counts in bulk (:meth:`count`)."""
+        if count:
+            self._stats.add(f"ticks_skipped_{reason}")
+        if self._events.wants(TickSkipped):
+            self._events.emit(TickSkipped(task=task.full_name, slot=slot, reason=reason))
+
+    def count(self, reason: str, amount: int) -> None:
+        self._stats.add(f"ticks_skipped_{reason}", amount)
+
+
+class Admission:
+    """Decides which ticks go on to the database."""
+
+    def __init__(self, holder: str, stats: Stats, skips: Skips) -> None:
+        self._holder = holder
+        self._stats = stats
+        self._skips = skips
+
+    def admit(
+        self, ticks: Sequence[Tick], *, accepting: bool, running: Collection[str]
+    ) -> list[Candidate]:
+        """The candidates among ``ticks`` (each task at most once); skips are reported.
+
+        ``running`` is the set of task names in progress here when the batch began.
+        """
+        if not accepting:
+            for tick in ticks:
+                logger.debug(
+                    "%s: tick %s skipped: the scheduler is shutting down",
+                    tick.task.full_name,
+                    tick.fire_time.isoformat(),
+                )
+                self._skips.skipped(tick.task, slot_of(tick.fire_time), "shutdown")
+            return []
+        now = datetime.now(timezone.utc)
+        timings: dict[tuple[str, datetime], Timing] = {}
+        candidates: list[Candidate] = []
+        for tick in ticks:
+            task, fire_time = tick.task, tick.fire_time
+            if tick.kind == "manual":
+                # The lease alone decides a manual run: no grace, no local overlap.
+                candidates.append(Candidate(tick, self._manual_request(task, fire_time), None))
+                continue
+            key = (task.schedule.fingerprint, fire_time)
+            timing = timings.get(key)
+            if timing is None:
+                timing = timings[key] = _timing(task, fire_time, now)
+            grace = timing.grace if task.grace is None else task.grace
+            if tick.kind == "scheduled" and timing.lateness > grace:
+                self._stats.add("ticks_missed")
+                self._skips.skipped(task, timing.slot, "misfire")
+                logger.warning(
+                    "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
+                    task.full_name,
+                    fire_time.isoformat(),
+                    timing.lateness,
+                    grace,
+                )
+                continue
+            if task.full_name in running:
+                self._skips.skipped(task, timing.slot, "overlap")
+                logger.debug(
+                    "%s: tick %s skipped: the previous run is still going",
+                    task.full_name,
+                    timing.slot,
+                )
+                continue
+            request = AcquireRequest(
+                name=task.full_name,
+                slot=timing.slot,
+                ttl=timing.ttl if task.lease_ttl is None else task.lease_ttl,
+                holder=self._holder,
+                tolerance=timing.tolerance,
+                fingerprint=task.schedule.fingerprint,
+            )
+            pickup_until = fire_time.timestamp() + grace if tick.kind == "scheduled" else None
+            candidates.append(Candidate(tick, request, pickup_until))
+        return candidates
+
+    def _manual_request(self, task: Task, asked_at: datetime) -> AcquireRequest:
+        return AcquireRequest(
+            name=task.full_name,
+            slot=slot_of(asked_at),
+            ttl=task.ttl(asked_at),
+            holder=self._holder,
+            fingerprint=task.schedule.fingerprint,
+            manual=True,
+        )
+
+
+def _timing(task: Task, fire_time: datetime, now: datetime) -> Timing:
+    schedule = task.schedule
+    return Timing(
+        slot=slot_of(fire_time),
+        lateness=(now - fire_time).total_seconds(),
+        ttl=schedule.ttl(fire_time),
+        grace=schedule.grace(fire_time),
+        tolerance=schedule.tolerance(fire_time),
+    )

@@ -1,0 +1,106 @@
+"""Running the task of a won lease, on a worker thread, and naming its outcome.
+
+The task knows nothing of leases beyond its :class:`RunContext`. The outcome
+is ``succeeded``, ``failed`` (an exception; its traceback is the error),
+``timed_out`` (a shell task's limit), ``interrupted`` (a BaseException such as
+KeyboardInterrupt, which propagates after the run is recorded), or ``lost``
+when the run could not be sure of its lease by the time it ended, whatever
+the task did: its writes may have overlapped a newer run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cronlease._events import EventBus, RunStarted
+from cronlease._lease.model import Outcome
+from cronlease._run.active import ActiveRun, ActiveRuns
+from cronlease._task import RunContext, Task
+from cronlease._timing.schedule import time_of_slot
+from cronlease.errors import TaskTimeout
+
+__all__ = ["Ended", "Execution"]
+
+logger = logging.getLogger("cronlease")
+
+
+@dataclass(eq=False)
+class Ended:
+    """A run whose task returned, with the outcome to record."""
+
+    run: ActiveRun
+    outcome: Outcome
+    error: str | None
+    duration: float
+
+
+class Execution:
+    """Calls tasks: sync ones in the worker thread, async ones on the app's loop if running."""
+
+    def __init__(
+        self,
+        active: ActiveRuns,
+        events: EventBus,
+        loop_getter: Callable[[], asyncio.AbstractEventLoop | None],
+    ) -> None:
+        self._active = active
+        self._events = events
+        self._loop_getter = loop_getter
+
+    def execute(self, run: ActiveRun, ended: Callable[[Ended], None]) -> Outcome:
+        """Run the task of ``run``; hand the result to ``ended`` (also when interrupted)."""
+        task, lease = run.task, run.lease
+        run.started = time.monotonic()
+        context = RunContext(
+            name=task.name,
+            slot=lease.slot,
+            fence=lease.fence,
+            scheduled_for=time_of_slot(lease.slot),
+            manual=lease.manual,
+            liveness=run.liveness,
+        )
+        error: str | None = None
+        outcome: Outcome = "succeeded"
+        if self._events.wants(RunStarted):
+            self._events.emit(
+                RunStarted(
+                    task=task.full_name, slot=lease.slot, fence=lease.fence, manual=lease.manual
+                )
+            )
+        try:
+            self._call(task, context)
+        except TaskTimeout as exc:
+            outcome, error = "timed_out", str(exc)
+            logger.warning("%s (slot %s) timed out: %s", task.full_name, lease.slot, exc)
+        except Exception as exc:
+            outcome = "failed"
+            error = "".join(traceback.format_exception(exc)).strip()
+            logger.exception("%s (slot %s) failed", task.full_name, lease.slot)
+        except BaseException:
+            outcome, error = "interrupted", "the replica was interrupted during the run"
+            raise
+        finally:
+            self._active.stop_renewing(run)
+            if run.liveness.lost:
+                summary = f"the task {outcome}" + (f": {error}" if error else "")
+                outcome, error = "lost", f"lease lost during the run; {summary}"
+            ended(Ended(run, outcome, error, time.monotonic() - run.started))
+        return outcome
+
+    def _call(self, task: Task, context: RunContext) -> None:
+        args: tuple[Any, ...] = (context, *task.args) if task.wants_context else task.args
+        if not task.is_async:
+            task.func(*args, **task.kwargs)
+            return
+        loop = self._loop_getter()
+        if loop is not None and loop.is_running():
+            # On the application's loop; this worker thread just waits for it.
+            asyncio.run_coroutine_threadsafe(task.func(*args, **task.kwargs), loop).result()
+        else:
+            asyncio.run(task.func(*args, **task.kwargs))

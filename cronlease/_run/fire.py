@@ -1,0 +1,101 @@
+"""The APScheduler glue: fired jobs become ticks, handed to the acquirer a pass at a time.
+
+APScheduler 3 does not pass a job its scheduled run time; an executor's
+``_do_submit_job(job, run_times)`` receives it, so the slot is the fire time
+APScheduler computed, never the clock at execution. Backlogs are coalesced
+by APScheduler (``coalesce=True``) into the latest fire time.
+
+Tasks whose schedules are identical (same fingerprint: kind, expression,
+time zone, anchor) share one APScheduler job, a *schedule group*: their
+triggers would fire at the same instants anyway, and APScheduler's per-job
+work (run-time computation, job-store update, submission event) then costs
+once per distinct schedule per tick, not once per task. Everything that is
+per task happens after the fire, on the tick path (docs/design.md §4).
+
+APScheduler calls ``submit_job`` once per due job within one pass of
+``_process_jobs``. :class:`BatchingScheduler` tells the executor when a pass
+ends; the executor then hands every tick of that pass, as one batch, to the
+:class:`~cronlease._run.acquirer.Acquirer`.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from apscheduler.executors.base import BaseExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from cronlease._run.acquirer import Acquirer, Fired
+from cronlease._run.runner import TickRunner
+from cronlease._run.ticks import Tick
+from cronlease._run.workers import WorkerPool
+from cronlease._task import Task
+
+__all__ = ["BatchingScheduler", "LeaseExecutor"]
+
+
+class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
+    """Turns fired jobs into ticks for the acquirer; runs the winners on worker threads.
+
+    ``groups`` maps each APScheduler job id to the tasks it fires (a schedule
+    group). It is read at every fire, so the scheduler may replace an entry
+    (with a new tuple) while running to add a task.
+    """
+
+    def __init__(
+        self, runner: TickRunner, groups: Mapping[str, Sequence[Task]], max_workers: int
+    ) -> None:
+        super().__init__()
+        self._groups = groups
+        self._pool = WorkerPool(max_workers)
+        self._acquirer = Acquirer(runner, self._pool)
+        # the ticks of the current _process_jobs pass, until flush() (scheduler thread)
+        self._pending: Fired = []
+        self._pending_lock = threading.Lock()
+        #: set when the scheduler calls flush() after each pass (BatchingScheduler)
+        self.flush_after_pass = False
+
+    def start(self, scheduler: Any, alias: str) -> None:
+        super().start(scheduler, alias)
+        self.flush_after_pass = isinstance(scheduler, BatchingScheduler)
+        self._acquirer.start()
+
+    def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
+        members = self._groups.get(job.id)
+        if not members:
+            return
+        fire_time = run_times[-1]
+        ticks = [Tick(task, fire_time) for task in members]
+        decided = functools.partial(self._run_job_success, job.id, [])
+        with self._pending_lock:
+            self._pending.append((decided, ticks))
+        if not self.flush_after_pass:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the ticks submitted since the last flush to the acquirer, as one batch."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        if pending:
+            self._acquirer.put(pending)
+
+    def shutdown(self, wait: bool = True) -> None:
+        self._acquirer.stop()
+        self._pool.shutdown()
+
+
+class BatchingScheduler(BackgroundScheduler):  # type: ignore[misc]
+    """A BackgroundScheduler that tells its executors when a pass over due jobs has ended."""
+
+    def _process_jobs(self) -> float | None:
+        try:
+            wait_seconds: float | None = super()._process_jobs()
+        finally:
+            for executor in list(self._executors.values()):
+                if isinstance(executor, LeaseExecutor):
+                    executor.flush()
+        return wait_seconds

@@ -1,0 +1,158 @@
+"""Recording outcomes and releasing leases: the end of every tick path.
+
+One rule for every run (docs/design.md §4): a run that ended is recorded with
+its outcome and its lease released in one fenced statement — together with
+the other runs that end about then. Runs dispatched from a batch go through
+the finisher thread (:mod:`cronlease._run.finisher`), which groups them, so a
+tick of many short tasks costs about one finishing statement; a run made in
+the caller's thread (catch-up, run now) is recorded at once, as a group of
+one, before its caller gets the outcome. A run that shutdown already
+recorded as interrupted only has its lease released, now that its task
+really returned: a lease is never released while its task executes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+
+from cronlease._events import EventBus, RunFinished
+from cronlease._lease.model import Finish
+from cronlease._lease.store import LeaseStore
+from cronlease._run.active import ActiveRun, ActiveRuns
+from cronlease._run.execution import Ended
+from cronlease._run.finisher import Finisher
+from cronlease._stats import Stats
+from cronlease.errors import StoreError
+
+__all__ = ["Recorder"]
+
+logger = logging.getLogger("cronlease")
+
+
+class Recorder:
+    """Writes ended runs to the store and reports them; owns the finisher thread."""
+
+    def __init__(
+        self, store: LeaseStore, active: ActiveRuns, stats: Stats, events: EventBus
+    ) -> None:
+        self._store = store
+        self._active = active
+        self._stats = stats
+        self._events = events
+        self._finisher: Finisher[Ended] = Finisher(self.record)
+
+    # --- how a run reaches the recorder -------------------------------------
+
+    def expect(self) -> None:
+        """A run was handed to a worker: the finisher waits for it before writing."""
+        self._finisher.started()
+
+    def hold(self) -> None:
+        """A batch is still handing out runs (until :meth:`unhold`): wait for it too."""
+        self._finisher.hold()
+
+    def unhold(self) -> None:
+        self._finisher.release()
+
+    def later(self, ended: Ended) -> None:
+        """Record an expected run with the others of its batch, on the finisher thread."""
+        self._finisher.ended(ended)
+
+    def now(self, ended: Ended) -> None:
+        """Record a run made in the caller's thread before returning."""
+        self.record([ended])
+
+    # --- the one rule -------------------------------------------------------
+
+    def record(self, batch: Sequence[Ended]) -> None:
+        """Record outcomes and release leases in one statement; then report each run."""
+        failure: StoreError | None = None
+        finishing = [entry for entry in batch if not entry.run.interrupted]
+        try:
+            self._store.finish_many(
+                [Finish.of(entry.run.lease, entry.outcome, entry.error) for entry in finishing]
+            )
+        except StoreError as exc:
+            failure = exc
+        for outcome, count in Counter(entry.outcome for entry in batch).items():
+            self._stats.add(f"runs_{outcome}", count)
+        for entry in batch:
+            try:
+                if entry.run.interrupted:
+                    self._store.release(entry.run.lease)
+                elif failure is not None:
+                    raise failure
+            except StoreError as exc:
+                _not_recorded(entry.run, entry.outcome, exc)
+            except Exception:
+                logger.exception("unexpected error recording %s", entry.run.task.full_name)
+        self._active.end(entry.run for entry in batch)
+        info = logger.isEnabledFor(logging.INFO)
+        report = self._events.wants(RunFinished)
+        for entry in batch:
+            lease = entry.run.lease
+            if info:
+                logger.info(
+                    "%s slot=%s fence=%s outcome=%s duration=%.3fs",
+                    lease.name,
+                    lease.slot,
+                    lease.fence,
+                    entry.outcome,
+                    entry.duration,
+                )
+            if report:
+                self._events.emit(
+                    RunFinished(
+                        task=lease.name,
+                        slot=lease.slot,
+                        fence=lease.fence,
+                        manual=lease.manual,
+                        outcome=entry.outcome,
+                        duration=entry.duration,
+                        error=entry.error,
+                    )
+                )
+
+    def interrupt(self, runs: Sequence[ActiveRun]) -> None:
+        """Shutdown: record runs still executing as interrupted; keep their leases."""
+        for run in runs:
+            logger.warning(
+                "%s (slot %s) still running at shutdown: recorded as interrupted; "
+                "its lease expires in at most %.3g s",
+                run.task.full_name,
+                run.lease.slot,
+                run.lease.ttl,
+            )
+        if not runs:
+            return
+        try:
+            self._store.finish_many(
+                [
+                    Finish.of(
+                        run.lease,
+                        "interrupted",
+                        "the scheduler shut down while the run was in progress",
+                        release=False,
+                    )
+                    for run in runs
+                ]
+            )
+        except StoreError as exc:
+            names = ", ".join(run.task.full_name for run in runs)
+            logger.warning("%s: could not record the interruption: %s", names, exc)
+
+    def close(self) -> None:
+        """Write what is queued, then stop the finisher thread."""
+        self._finisher.close()
+
+
+def _not_recorded(run: ActiveRun, outcome: str, error: StoreError) -> None:
+    logger.warning(
+        "%s (slot %s): could not record the outcome %s: %s; the lease expires by itself",
+        run.task.full_name,
+        run.lease.slot,
+        outcome,
+        error,
+    )
