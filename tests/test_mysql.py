@@ -477,9 +477,10 @@ def test_a_deadlock_victim_acquisition_is_retried_once(
                         or probe.execute(
                             text(
                                 "SELECT COUNT(*) FROM information_schema.innodb_trx"
-                                " WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE :q"
+                                " WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE :runs"
+                                " AND trx_query LIKE :task"
                             ),
-                            {"q": f"UPDATE %cronlease_runs%{name}%"},
+                            {"runs": "%UPDATE %cronlease_runs%", "task": f"%{name}%"},
                         ).scalar_one()
                     ),
                     timeout=20,
