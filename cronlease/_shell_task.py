@@ -10,7 +10,7 @@ work exactly as for Python tasks:
   ``CRONLEASE_FENCE``, ``CRONLEASE_SCHEDULED_FOR`` (ISO 8601, UTC) and
   ``CRONLEASE_MANUAL`` (``1`` for a manual run).
 - stdout and stderr are logged line by line as they come, to the logger
-  ``cronlease._task.<name>`` (stdout at INFO, stderr at WARNING). Nothing is
+  ``cronlease.task.<name>`` (stdout at INFO, stderr at WARNING). Nothing is
   buffered without bound: over-long lines are cut, and only the last lines of
   stderr are kept, for the run's error summary.
 - Exit status 0 is success. A nonzero status (or death by a signal) raises
@@ -114,7 +114,8 @@ class CommandTask:
         self.timeout = timeout
         self.kill_grace = kill_grace
         self.terminate_on_lost = terminate_on_lost
-        self.logger = logging.getLogger(f"cronlease._task.{name}")
+        # A name people configure logging by, so not the (private) module's path.
+        self.logger = logging.getLogger(f"cronlease.task.{name}")
         self.__name__ = name  # shown by the scheduler like a function's name
 
     def __repr__(self) -> str:
