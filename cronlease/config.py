@@ -1,7 +1,7 @@
 """``cronlease.toml``: read a config file into validated task specs.
 
 Everything is checked before anything starts or any database is touched.
-A problem raises :class:`ConfigFileError`, whose one-line message names the
+A problem raises :class:`~cronlease.errors.ConfigFileError`, whose one-line message names the
 file, the TOML line when it can be found, the task and the key::
 
     cronlease.toml:7: task 'backup', key 'every': every 'fivem' is not a duration ...
@@ -46,7 +46,7 @@ from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask
 from cronlease._task import CATCH_UP_POLICIES, RunContext, Task, _wants_context
 from cronlease._timing.schedule import Schedule, parse_duration
-from cronlease.errors import ConfigError, TaskTimeout
+from cronlease.errors import ConfigError, ConfigFileError, TaskTimeout
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,7 +57,6 @@ __all__ = [
     "DATABASE_ENV",
     "DEFAULT_CONFIG",
     "Config",
-    "ConfigFileError",
     "TaskSpec",
     "load_config",
     "resolve_call",
@@ -80,33 +79,6 @@ COMMON_KEYS = (
 CALL_KEYS = ("call", "args", "kwargs")
 COMMAND_KEYS = ("command", "shell", "cwd", "env")
 TASK_KEYS = (*CALL_KEYS, *COMMAND_KEYS, *COMMON_KEYS)
-
-
-class ConfigFileError(ConfigError):
-    """A config file is invalid; ``str()`` is one line naming the file, line, task and key."""
-
-    def __init__(
-        self,
-        path: Path | str,
-        message: str,
-        *,
-        task: str | None = None,
-        key: str | None = None,
-        line: int | None = None,
-    ) -> None:
-        self.path = str(path)
-        self.task = task
-        self.key = key
-        self.line = line
-        self.detail = " ".join(message.split())  # one line, whatever the cause said
-        where = self.path if line is None else f"{self.path}:{line}"
-        subject = []
-        if task is not None:
-            subject.append(f"task {task!r}")
-        if key is not None:
-            subject.append(f"key {key!r}")
-        prefix = f"{where}: " + (", ".join(subject) + ": " if subject else "")
-        super().__init__(prefix + self.detail)
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,11 @@ import pytest
 from cronlease import Scheduler
 from cronlease._shell_task import (
     STDERR_TAIL_LINES,
-    CommandError,
     CommandTask,
     terminate_running,
 )
 from cronlease._task import Liveness, RunContext
-from cronlease.errors import TaskTimeout
+from cronlease.errors import CommandError, TaskTimeout
 from tests.support.procs import wait_for
 
 SCHEDULED_FOR = datetime(2024, 5, 1, 3, 0, tzinfo=timezone.utc)
