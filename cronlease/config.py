@@ -44,7 +44,7 @@ from cronlease._lease.database import DEFAULT_URL, normalize_url
 from cronlease._lease.model import check_task_name
 from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask
-from cronlease._task import CATCH_UP_POLICIES, RunContext, Task, _wants_context
+from cronlease._task import CATCH_UP_POLICIES, RunContext, Task, takes_context
 from cronlease._timing.schedule import Schedule, parse_duration
 from cronlease.errors import ConfigError, ConfigFileError, TaskTimeout
 
@@ -228,7 +228,7 @@ def _split_call(target: str) -> tuple[str, str]:
 
 def _with_timeout(func: Callable[..., Any], timeout: float) -> Callable[..., Any]:
     """Wrap an ``async def`` task so it is cancelled at ``timeout`` and recorded timed_out."""
-    wants_context = _wants_context(func)
+    wants_context = takes_context(func)
 
     @functools.wraps(func)
     async def run(ctx: RunContext, *args: Any, **kwargs: Any) -> None:
