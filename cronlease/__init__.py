@@ -18,7 +18,9 @@ from cronlease._scheduler import Scheduler
 from cronlease._task import RunContext, Task
 from cronlease._timing.schedule import Schedule
 from cronlease.errors import (
+    CommandError,
     ConfigError,
+    ConfigFileError,
     CronleaseError,
     SchedulerError,
     StoreError,
@@ -30,7 +32,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ClockChecked",
+    "CommandError",
     "ConfigError",
+    "ConfigFileError",
     "CronleaseError",
     "DatabaseRecovered",
     "DatabaseUnavailable",

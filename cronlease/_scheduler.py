@@ -301,7 +301,7 @@ class Scheduler:
         group fires at the instants its own job would have fired at.
         """
         assert self._apscheduler is not None
-        job_id = f"cronlease-schedule:{task.schedule_key}"
+        job_id = f"cronlease-schedule:{task.schedule.fingerprint}"
         members = self._groups.get(job_id)
         # a new tuple, never mutated: the executor reads it from another thread
         self._groups[job_id] = (*members, task) if members else (task,)

@@ -10,11 +10,11 @@ work exactly as for Python tasks:
   ``CRONLEASE_FENCE``, ``CRONLEASE_SCHEDULED_FOR`` (ISO 8601, UTC) and
   ``CRONLEASE_MANUAL`` (``1`` for a manual run).
 - stdout and stderr are logged line by line as they come, to the logger
-  ``cronlease._task.<name>`` (stdout at INFO, stderr at WARNING). Nothing is
+  ``cronlease.task.<name>`` (stdout at INFO, stderr at WARNING). Nothing is
   buffered without bound: over-long lines are cut, and only the last lines of
   stderr are kept, for the run's error summary.
 - Exit status 0 is success. A nonzero status (or death by a signal) raises
-  :class:`CommandError` with the status, the duration and the tail of stderr,
+  :class:`~cronlease.errors.CommandError` with the status, the duration and the tail of stderr,
   so the run is recorded ``failed`` with that summary. A program that cannot
   start (not found, not executable, missing ``cwd``) is a failed run too.
 - ``timeout``: the whole process group gets SIGTERM, then SIGKILL after
@@ -46,9 +46,9 @@ from collections.abc import Mapping, Sequence
 from datetime import timezone
 
 from cronlease._task import RunContext
-from cronlease.errors import CronleaseError, TaskTimeout
+from cronlease.errors import CommandError, TaskTimeout
 
-__all__ = ["CommandError", "CommandTask", "terminate_running"]
+__all__ = ["CommandTask", "terminate_running"]
 
 #: lines of stderr kept for the run's error summary
 STDERR_TAIL_LINES = 20
@@ -62,10 +62,6 @@ POLL_SECONDS = 0.1
 
 _registry_lock = threading.Lock()
 _running: set[_Supervisor] = set()
-
-
-class CommandError(CronleaseError):
-    """A command task failed: it could not start, exited nonzero or was terminated."""
 
 
 def terminate_running(reason: str = "the replica is shutting down") -> int:
@@ -114,7 +110,8 @@ class CommandTask:
         self.timeout = timeout
         self.kill_grace = kill_grace
         self.terminate_on_lost = terminate_on_lost
-        self.logger = logging.getLogger(f"cronlease._task.{name}")
+        # A name people configure logging by, so not the (private) module's path.
+        self.logger = logging.getLogger(f"cronlease.task.{name}")
         self.__name__ = name  # shown by the scheduler like a function's name
 
     def __repr__(self) -> str:

@@ -14,7 +14,7 @@ from cronlease._lease.model import check_task_name
 from cronlease._timing.schedule import Schedule, parse_duration, time_of_slot
 from cronlease.errors import ConfigError
 
-__all__ = ["CATCH_UP_POLICIES", "CatchUp", "Liveness", "RunContext", "Task"]
+__all__ = ["CATCH_UP_POLICIES", "CatchUp", "Liveness", "RunContext", "Task", "takes_context"]
 
 CatchUp = Literal["skip", "latest", "all"]
 CATCH_UP_POLICIES: tuple[str, ...] = ("skip", "latest", "all")
@@ -91,7 +91,7 @@ class RunContext:
         )
 
 
-def _wants_context(func: Callable[..., Any]) -> bool:
+def takes_context(func: Callable[..., Any]) -> bool:
     """A task receives the RunContext if its first parameter is positional and has no default."""
     try:
         parameters = list(inspect.signature(func).parameters.values())
@@ -121,7 +121,8 @@ class Task:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     full_name: str = field(init=False)
-    #: the schedule's fingerprint, computed once: tasks with equal keys fire together
+    #: ``schedule.fingerprint`` under another name; only the tick path (``_run/``) still
+    #: reads it, so it goes when that is rewritten
     schedule_key: str = field(init=False, repr=False, compare=False)
     wants_context: bool = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
@@ -151,7 +152,7 @@ class Task:
             raise ConfigError(f"task {self.name!r}: catchup_limit must be 1 to 1000")
         object.__setattr__(self, "full_name", full_name)
         object.__setattr__(self, "schedule_key", self.schedule.fingerprint)
-        object.__setattr__(self, "wants_context", _wants_context(self.func))
+        object.__setattr__(self, "wants_context", takes_context(self.func))
         object.__setattr__(
             self,
             "is_async",

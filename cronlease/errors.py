@@ -4,20 +4,28 @@ Every exception cronlease raises on purpose derives from one root::
 
     CronleaseError
     ├── ConfigError          a task declaration or config file is invalid
+    │   └── ConfigFileError  in a config file; the one-line message names the file,
+    │                        the TOML line, the task and the key
     ├── StoreError           the database failed; the driver error is ``__cause__``
     ├── UnknownTaskError     a name that no declared task has
     ├── SchedulerError       the scheduler was used in a state that does not allow it
+    ├── CommandError         raised by a command task that could not start, exited
+    │                        nonzero or was terminated; the run is recorded ``failed``
     └── TaskTimeout          raised by a task (e.g. a command) that ran past its timeout;
                              the run is recorded ``timed_out``
 
-Not getting a lease is not an error: :meth:`cronlease._lease.store.LeaseStore.acquire`
+Not getting a lease is not an error: :meth:`cronlease.LeaseStore.acquire`
 returns ``None`` for it.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = [
+    "CommandError",
     "ConfigError",
+    "ConfigFileError",
     "CronleaseError",
     "SchedulerError",
     "StoreError",
@@ -38,6 +46,33 @@ class ConfigError(CronleaseError, ValueError):
     """A task declaration or configuration file is invalid."""
 
 
+class ConfigFileError(ConfigError):
+    """A config file is invalid; ``str()`` is one line naming the file, line, task and key."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        message: str,
+        *,
+        task: str | None = None,
+        key: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.task = task
+        self.key = key
+        self.line = line
+        self.detail = " ".join(message.split())  # one line, whatever the cause said
+        where = self.path if line is None else f"{self.path}:{line}"
+        subject = []
+        if task is not None:
+            subject.append(f"task {task!r}")
+        if key is not None:
+            subject.append(f"key {key!r}")
+        prefix = f"{where}: " + (", ".join(subject) + ": " if subject else "")
+        super().__init__(prefix + self.detail)
+
+
 class StoreError(CronleaseError):
     """The lease database could not be reached or refused a statement."""
 
@@ -52,6 +87,10 @@ class UnknownTaskError(CronleaseError, KeyError):
 
 class SchedulerError(CronleaseError):
     """The scheduler is not in a state that allows this call."""
+
+
+class CommandError(CronleaseError):
+    """A command task failed: it could not start, exited nonzero or was terminated."""
 
 
 class TaskTimeout(CronleaseError):

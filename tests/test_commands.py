@@ -15,12 +15,11 @@ import pytest
 from cronlease import Scheduler
 from cronlease._shell_task import (
     STDERR_TAIL_LINES,
-    CommandError,
     CommandTask,
     terminate_running,
 )
 from cronlease._task import Liveness, RunContext
-from cronlease.errors import TaskTimeout
+from cronlease.errors import CommandError, TaskTimeout
 from tests.support.procs import wait_for
 
 SCHEDULED_FOR = datetime(2024, 5, 1, 3, 0, tzinfo=timezone.utc)
@@ -66,18 +65,18 @@ def test_environment_has_the_run_and_the_configured_variables(tmp_path: Path) ->
 
 
 def test_no_shell_unless_asked(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="cronlease._task")
+    caplog.set_level(logging.INFO, logger="cronlease.task")
     CommandTask("plain", "echo $HOME 'two words'")(context())
     CommandTask("shell", "echo $((1 + 2))", shell=True)(context())
     lines = [(r.name, r.getMessage()) for r in caplog.records]
-    assert ("cronlease._task.plain", "$HOME two words") in lines
-    assert ("cronlease._task.shell", "3") in lines
+    assert ("cronlease.task.plain", "$HOME two words") in lines
+    assert ("cronlease.task.shell", "3") in lines
 
 
 def test_output_is_logged_line_by_line_while_it_runs(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="cronlease._task")
+    caplog.set_level(logging.INFO, logger="cronlease.task")
     release = tmp_path / "release"
     script = (
         f"echo first; echo oops >&2; while [ ! -e {release} ]; do sleep 0.02; done; printf last"
@@ -97,7 +96,7 @@ def test_output_is_logged_line_by_line_while_it_runs(
 
 
 def test_output_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="cronlease._task")
+    caplog.set_level(logging.INFO, logger="cronlease.task")
     # 40 KB without a newline on stdout, 5000 lines on stderr, then failure
     script = (
         "python3 -c \"import sys; sys.stdout.write('x' * 40000); "

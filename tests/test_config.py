@@ -14,8 +14,8 @@ import pytest
 
 from cronlease import Scheduler
 from cronlease._lease.database import DEFAULT_URL
-from cronlease.config import DATABASE_ENV, ConfigFileError, load_config
-from cronlease.crontab import translate_crontab
+from cronlease.config import DATABASE_ENV, load_config, translate_crontab
+from cronlease.errors import ConfigFileError
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ from cronlease import errors
 
 EXPECTED_ALL = [
     "ClockChecked",
+    "CommandError",
     "ConfigError",
+    "ConfigFileError",
     "CronleaseError",
     "DatabaseRecovered",
     "DatabaseUnavailable",

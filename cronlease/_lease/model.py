@@ -12,7 +12,6 @@ from cronlease._lease.schema import MAX_ERROR_LENGTH, MAX_HOLDER_LENGTH, MAX_NAM
 from cronlease.errors import ConfigError
 
 __all__ = [
-    "FINAL_OUTCOMES",
     "AcquireRequest",
     "Finish",
     "Lease",
@@ -26,9 +25,6 @@ __all__ = [
 ]
 
 Outcome = Literal["running", "succeeded", "failed", "lost", "timed_out", "interrupted", "abandoned"]
-FINAL_OUTCOMES: frozenset[str] = frozenset(
-    {"succeeded", "failed", "lost", "timed_out", "interrupted"}
-)
 MAX_TTL_SECONDS = 86400.0
 # room in the holder column for '#' and the per-attempt nonce (16 hex digits)
 MAX_HOLDER_ID_LENGTH = MAX_HOLDER_LENGTH - 17
@@ -174,7 +170,7 @@ class RunRecord:
     scheduled_for: float
     started_at: float
     finished_at: float | None
-    outcome: str
+    outcome: Outcome
     error: str | None
 
     @property

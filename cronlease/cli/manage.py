@@ -32,8 +32,7 @@ from cronlease.cli.common import (
     _spec,
 )
 from cronlease.cli.output import _error_summary, _format_duration, _holder
-from cronlease.config import Config
-from cronlease.crontab import local_timezone, translate_crontab
+from cronlease.config import Config, local_timezone, translate_crontab
 from cronlease.errors import StoreError
 from cronlease.web import serve
 

@@ -1,69 +1,32 @@
-"""``cronlease.toml``: read a config file into validated task specs.
+"""Check the parsed TOML, table by table and key by key, into a :class:`Config`.
 
-Everything is checked before anything starts or any database is touched.
-A problem raises :class:`ConfigFileError`, whose one-line message names the
-file, the TOML line when it can be found, the task and the key::
-
-    cronlease.toml:7: task 'backup', key 'every': every 'fivem' is not a duration ...
-
-Layout::
-
-    database = "postgresql://app@db/app"   # CRONLEASE_DATABASE_URL overrides
-    namespace = "myapp"                    # optional: prefixes every task name
-    holder = "web-1"                       # optional: this replica's holder id
-
-    [tasks.purge-sessions]
-    call = "myapp.jobs:purge_sessions"     # a Python callable ...
-    every = "5m"
-
-    [tasks.backup]
-    command = "pg_dump -Fc app -f /backups/app.dump"   # ... or a command
-    cron = "0 2 * * *"
-    timezone = "Europe/Istanbul"
-    timeout = "30m"
+Every problem is a :class:`~cronlease.errors.ConfigFileError` naming the task,
+the key and (found by :mod:`cronlease.config._locate`) the line.
 """
 
 from __future__ import annotations
 
-import asyncio
 import difflib
-import functools
-import importlib
-import inspect
 import os
 import re
 import shlex
-import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronlease._lease.database import DEFAULT_URL, normalize_url
 from cronlease._lease.model import check_task_name
-from cronlease._scheduler import Scheduler
-from cronlease._shell_task import CommandTask
-from cronlease._task import CATCH_UP_POLICIES, RunContext, Task, _wants_context
+from cronlease._task import CATCH_UP_POLICIES
 from cronlease._timing.schedule import Schedule, parse_duration
-from cronlease.errors import ConfigError, TaskTimeout
+from cronlease.config._calls import is_async, resolve_call, split_call
+from cronlease.config._locate import SourceLines
+from cronlease.config._spec import Config, TaskSpec
+from cronlease.errors import ConfigError, ConfigFileError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+__all__ = ["DATABASE_ENV", "Validator"]
 
-__all__ = [
-    "DATABASE_ENV",
-    "DEFAULT_CONFIG",
-    "Config",
-    "ConfigFileError",
-    "TaskSpec",
-    "load_config",
-    "resolve_call",
-]
-
-DEFAULT_CONFIG = "cronlease.toml"
+#: overrides the file's ``database``
 DATABASE_ENV = "CRONLEASE_DATABASE_URL"
 
 TOP_LEVEL_KEYS = ("database", "namespace", "holder", "tasks")
@@ -82,282 +45,20 @@ COMMAND_KEYS = ("command", "shell", "cwd", "env")
 TASK_KEYS = (*CALL_KEYS, *COMMAND_KEYS, *COMMON_KEYS)
 
 
-class ConfigFileError(ConfigError):
-    """A config file is invalid; ``str()`` is one line naming the file, line, task and key."""
+class Validator:
+    """Validates one parsed file; ``import_calls`` as for :func:`~cronlease.config.load_config`."""
 
-    def __init__(
-        self,
-        path: Path | str,
-        message: str,
-        *,
-        task: str | None = None,
-        key: str | None = None,
-        line: int | None = None,
-    ) -> None:
-        self.path = str(path)
-        self.task = task
-        self.key = key
-        self.line = line
-        self.detail = " ".join(message.split())  # one line, whatever the cause said
-        where = self.path if line is None else f"{self.path}:{line}"
-        subject = []
-        if task is not None:
-            subject.append(f"task {task!r}")
-        if key is not None:
-            subject.append(f"key {key!r}")
-        prefix = f"{where}: " + (", ".join(subject) + ": " if subject else "")
-        super().__init__(prefix + self.detail)
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """One ``[tasks.NAME]`` table, validated. ``func`` is None until calls are imported."""
-
-    name: str
-    schedule: Schedule
-    call: str | None = None
-    func: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
-    command: str | tuple[str, ...] | None = None
-    shell: bool = False
-    cwd: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    lease_ttl: float | None = None
-    timeout: float | None = None
-    enabled: bool = True
-    catchup: str = "latest"
-    catchup_limit: int = 10
-    line: int | None = None
-
-    @property
-    def kind(self) -> str:
-        return "call" if self.call is not None else "command"
-
-    @property
-    def target(self) -> str:
-        """What the task runs, for people: the call path or the command line."""
-        if self.call is not None:
-            return self.call
-        if isinstance(self.command, tuple):
-            return shlex.join(self.command)
-        return self.command or ""
-
-    def function(self) -> Callable[..., Any]:
-        """What the scheduler calls: a :class:`CommandTask`, or the imported callable."""
-        if self.command is not None:
-            return CommandTask(
-                self.name,
-                self.command,
-                shell=self.shell,
-                cwd=self.cwd,
-                env=self.env,
-                timeout=self.timeout,
-            )
-        if self.func is None:
-            raise ConfigError(f"task {self.name!r}: its call {self.call!r} was not imported")
-        return self.func if self.timeout is None else _with_timeout(self.func, self.timeout)
-
-    def add_to(self, scheduler: Scheduler, *, catchup: str | None = None) -> Task:
-        """Declare this task on ``scheduler`` (its namespace applies)."""
-        options: dict[str, Any]
-        if self.schedule.kind == "every":
-            options = {"every": self.schedule.interval}
-        else:
-            options = {"cron": self.schedule.expression, "timezone": self.schedule.timezone}
-        return scheduler.add_task(
-            self.function(),
-            name=self.name,
-            lease_ttl=self.lease_ttl,
-            catchup=catchup or self.catchup,
-            catchup_limit=self.catchup_limit,
-            args=self.args,
-            kwargs=self.kwargs,
-            **options,
-        )
-
-
-@dataclass(frozen=True)
-class Config:
-    """A whole config file, validated."""
-
-    path: Path
-    database: str
-    database_source: str  # "file", "environment" or "default"
-    namespace: str | None = None
-    holder: str | None = None
-    tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
-
-    def full_name(self, name: str) -> str:
-        return f"{self.namespace}:{name}" if self.namespace else name
-
-
-def load_config(path: str | Path, *, import_calls: bool = True) -> Config:
-    """Read, parse and validate ``path``; raise :class:`ConfigFileError` for any problem.
-
-    With ``import_calls`` every ``call`` is imported (with the config file's
-    directory on ``sys.path``) and must name a callable; without it, the
-    paths are only checked for their form, so tools such as ``status`` work
-    where the application cannot be imported.
-    """
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise ConfigFileError(path, f"cannot read the config file: {reason}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigFileError(path, f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise _syntax_error(path, exc) from None
-    return _Validator(path, text, import_calls).config(data)
-
-
-def resolve_call(target: str, base: Path | None = None) -> Callable[..., Any]:
-    """Import ``"pkg.module:function"`` (attributes may be dotted) and return the callable.
-
-    ``base`` (the config file's directory) is put on ``sys.path`` first.
-    Raises :class:`ConfigError`.
-    """
-    module_name, attribute = _split_call(target)
-    if base is not None:
-        folder = str(base.resolve())
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # the application's module may raise anything on import
-        raise ConfigError(
-            f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from None
-    for part in attribute.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}") from None
-    if not callable(obj):
-        raise ConfigError(f"{target!r} is a {type(obj).__name__}, not a callable")
-    return obj  # type: ignore[no-any-return]
-
-
-_CALL_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
-
-def _split_call(target: str) -> tuple[str, str]:
-    if not _CALL_FORM.match(target) or ".." in target or target.endswith("."):
-        raise ConfigError(f"{target!r} is not of the form 'package.module:function'")
-    module_name, attribute = target.split(":", 1)
-    return module_name, attribute
-
-
-def _with_timeout(func: Callable[..., Any], timeout: float) -> Callable[..., Any]:
-    """Wrap an ``async def`` task so it is cancelled at ``timeout`` and recorded timed_out."""
-    wants_context = _wants_context(func)
-
-    @functools.wraps(func)
-    async def run(ctx: RunContext, *args: Any, **kwargs: Any) -> None:
-        call_args = (ctx, *args) if wants_context else args
-        try:
-            await asyncio.wait_for(func(*call_args, **kwargs), timeout)
-        except asyncio.TimeoutError:
-            raise TaskTimeout(f"cancelled after its timeout of {timeout:g} s") from None
-
-    del run.__wrapped__  # inspect must see run's own signature (ctx first)
-    return run
-
-
-def _syntax_error(path: Path, exc: tomllib.TOMLDecodeError) -> ConfigFileError:
-    message = str(exc)
-    line = None
-    where = re.search(r"\(at line (\d+), column (\d+)\)", message)
-    if where:
-        line = int(where.group(1))
-        message = message[: where.start()].rstrip()
-    elif "(at end of document)" in message:
-        message = message.replace("(at end of document)", "").rstrip() + " at the end of the file"
-    twice = re.match(r"Cannot (?:declare|overwrite a value) \('tasks', '([^']*)'", message)
-    if twice:
-        return ConfigFileError(
-            path, "this task name is declared twice", task=twice.group(1), line=line
-        )
-    return ConfigFileError(path, f"not valid TOML: {message}", line=line)
-
-
-class _Validator:
     def __init__(self, path: Path, text: str, import_calls: bool) -> None:
         self.path = path
-        self.lines = text.splitlines()
+        self.source = SourceLines(text)
         self.import_calls = import_calls
-
-    # --- locating keys in the text -----------------------------------------
-
-    def _table_start(self, task: str) -> int | None:
-        quoted = "|".join(re.escape(form) for form in (task, f'"{task}"', f"'{task}'"))
-        header = re.compile(rf"^\s*\[\s*tasks\s*\.\s*({quoted})\s*\]\s*(#.*)?$")
-        for number, line in enumerate(self.lines, 1):
-            if header.match(line):
-                return number
-        return None
-
-    def line_of(self, task: str | None, key: str | None) -> int | None:
-        """Best effort: the line of ``key`` in ``[tasks.task]`` (or the top level)."""
-        if task is None:
-            start, end = 0, self._first_table()
-        else:
-            found = self._table_start(task)
-            if found is None:
-                return self._dotted_line(task, key)
-            start = found
-            end = self._next_table(found)
-            if key is None:
-                return found
-        if key is None:
-            return None
-        key_re = re.compile(rf"^\s*({re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')\s*=")
-        for number in range(start + 1, end + 1):
-            if key_re.match(self.lines[number - 1]):
-                return number
-        return start if task is not None else None
-
-    def _dotted_line(self, task: str, key: str | None) -> int | None:
-        # tasks.NAME.key = ... or tasks.NAME = { ... } at the top level
-        name = re.escape(task)
-        pattern = re.compile(rf"^\s*tasks\s*\.\s*(\"{name}\"|'{name}'|{name})\s*(\.|=)")
-        for number, line in enumerate(self.lines, 1):
-            if pattern.match(line) and (key is None or key in line):
-                return number
-        for number, line in enumerate(self.lines, 1):
-            if pattern.match(line):
-                return number
-        # NAME = ... or NAME.key = ... inside a [tasks] table
-        in_tasks = re.compile(rf"^\s*(\"{name}\"|'{name}'|{name})\s*(\.|=)")
-        for number, line in enumerate(self.lines, 1):
-            if re.match(r"^\s*\[\s*tasks\s*\]", line):
-                for inner in range(number + 1, self._next_table(number) + 1):
-                    if in_tasks.match(self.lines[inner - 1]):
-                        return inner
-        return None
-
-    def _first_table(self) -> int:
-        for number, line in enumerate(self.lines, 1):
-            if line.lstrip().startswith("["):
-                return number - 1
-        return len(self.lines)
-
-    def _next_table(self, start: int) -> int:
-        for number in range(start + 1, len(self.lines) + 1):
-            if self.lines[number - 1].lstrip().startswith("["):
-                return number - 1
-        return len(self.lines)
 
     def error(
         self, message: str, *, task: str | None = None, key: str | None = None
     ) -> ConfigFileError:
-        return ConfigFileError(self.path, message, task=task, key=key, line=self.line_of(task, key))
+        return ConfigFileError(
+            self.path, message, task=task, key=key, line=self.source.line_of(task, key)
+        )
 
     # --- values ------------------------------------------------------------
 
@@ -483,7 +184,7 @@ class _Validator:
             "enabled": enabled,
             "catchup": catchup,
             "catchup_limit": catchup_limit,
-            "line": self._table_start(name) or self._dotted_line(name, None),
+            "line": self.source.table_start(name) or self.source.dotted_line(name, None),
         }
         if "call" in table:
             return self.call_spec(table, common)
@@ -557,7 +258,7 @@ class _Validator:
         if not isinstance(kwargs, dict):
             raise self.error(f"must be a table, not {_toml_type(kwargs)}", task=name, key="kwargs")
         try:
-            _split_call(target)
+            split_call(target)
         except ConfigError as exc:
             raise self.error(str(exc), task=name, key="call") from None
         func = None
@@ -566,7 +267,7 @@ class _Validator:
                 func = resolve_call(target, self.path.parent)
             except ConfigError as exc:
                 raise self.error(str(exc), task=name, key="call") from None
-            if timeout is not None and not _is_async(func):
+            if timeout is not None and not is_async(func):
                 raise self.error(
                     "timeout needs an 'async def' callable (a Python thread cannot be "
                     "stopped safely); make it async, or run it as a command",
@@ -635,12 +336,6 @@ class _Validator:
                     key="env",
                 )
         return TaskSpec(command=command, shell=shell, cwd=cwd, env=dict(env), **common)
-
-
-def _is_async(func: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
-        getattr(func, "__call__", None)  # noqa: B004
-    )
 
 
 def _toml_type(value: object) -> str:

@@ -1,0 +1,123 @@
+"""What a valid config file declares: :class:`Config` and its :class:`TaskSpec` s.
+
+A spec turns into a task on a scheduler (:meth:`TaskSpec.add_to`): a command
+becomes a :class:`~cronlease._shell_task.CommandTask`, a call with a timeout is
+wrapped so it is cancelled at that timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cronlease._scheduler import Scheduler
+from cronlease._shell_task import CommandTask
+from cronlease._task import RunContext, Task, takes_context
+from cronlease._timing.schedule import Schedule
+from cronlease.errors import ConfigError, TaskTimeout
+
+__all__ = ["Config", "TaskSpec"]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One ``[tasks.NAME]`` table, validated. ``func`` is None until calls are imported."""
+
+    name: str
+    schedule: Schedule
+    call: str | None = None
+    func: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+    command: str | tuple[str, ...] | None = None
+    shell: bool = False
+    cwd: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    lease_ttl: float | None = None
+    timeout: float | None = None
+    enabled: bool = True
+    catchup: str = "latest"
+    catchup_limit: int = 10
+    line: int | None = None
+
+    @property
+    def kind(self) -> str:
+        return "call" if self.call is not None else "command"
+
+    @property
+    def target(self) -> str:
+        """What the task runs, for people: the call path or the command line."""
+        if self.call is not None:
+            return self.call
+        if isinstance(self.command, tuple):
+            return shlex.join(self.command)
+        return self.command or ""
+
+    def function(self) -> Callable[..., Any]:
+        """What the scheduler calls: a :class:`CommandTask`, or the imported callable."""
+        if self.command is not None:
+            return CommandTask(
+                self.name,
+                self.command,
+                shell=self.shell,
+                cwd=self.cwd,
+                env=self.env,
+                timeout=self.timeout,
+            )
+        if self.func is None:
+            raise ConfigError(f"task {self.name!r}: its call {self.call!r} was not imported")
+        return self.func if self.timeout is None else _with_timeout(self.func, self.timeout)
+
+    def add_to(self, scheduler: Scheduler, *, catchup: str | None = None) -> Task:
+        """Declare this task on ``scheduler`` (its namespace applies)."""
+        options: dict[str, Any]
+        if self.schedule.kind == "every":
+            options = {"every": self.schedule.interval}
+        else:
+            options = {"cron": self.schedule.expression, "timezone": self.schedule.timezone}
+        return scheduler.add_task(
+            self.function(),
+            name=self.name,
+            lease_ttl=self.lease_ttl,
+            catchup=catchup or self.catchup,
+            catchup_limit=self.catchup_limit,
+            args=self.args,
+            kwargs=self.kwargs,
+            **options,
+        )
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole config file, validated."""
+
+    path: Path
+    database: str
+    database_source: str  # "file", "environment" or "default"
+    namespace: str | None = None
+    holder: str | None = None
+    tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
+
+    def full_name(self, name: str) -> str:
+        return f"{self.namespace}:{name}" if self.namespace else name
+
+
+def _with_timeout(func: Callable[..., Any], timeout: float) -> Callable[..., Any]:
+    """Wrap an ``async def`` task so it is cancelled at ``timeout`` and recorded timed_out."""
+    wants_context = takes_context(func)
+
+    @functools.wraps(func)
+    async def run(ctx: RunContext, *args: Any, **kwargs: Any) -> None:
+        call_args = (ctx, *args) if wants_context else args
+        try:
+            await asyncio.wait_for(func(*call_args, **kwargs), timeout)
+        except asyncio.TimeoutError:
+            raise TaskTimeout(f"cancelled after its timeout of {timeout:g} s") from None
+
+    del run.__wrapped__  # inspect must see run's own signature (ctx first)
+    return run
