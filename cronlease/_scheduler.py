@@ -22,13 +22,13 @@ from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.engine import Engine
 
 from cronlease._events import ClockChecked, Event, EventBus
-from cronlease._health import Health, overdue_tasks
 from cronlease._lease.database import create_store_engine
 from cronlease._lease.model import check_task_name
 from cronlease._lease.store import LeaseStore
 from cronlease._run.fire import BatchingScheduler, LeaseExecutor
 from cronlease._run.runner import TickRunner
 from cronlease._stats import Stats
+from cronlease._status import DeclaredTask, Health, read_status
 from cronlease._task import Task
 from cronlease._timing.clock import ClockCheck, SkewDetector
 from cronlease._timing.schedule import parse_duration
@@ -450,32 +450,17 @@ class Scheduler:
     def health(self, *, database_threshold: float = 60.0) -> Health:
         """Problems a probe should fail on: the database unreachable for longer than
         ``database_threshold`` seconds, or a task overdue by more than its grace."""
-        problems: list[str] = []
         down_since = self.runner.outage.down_since
         down_for = None if down_since is None else time.monotonic() - down_since
-        if down_for is not None and down_for > database_threshold:
-            problems.append(f"database unreachable for {down_for:.0f} s")
-        try:
-            rows = {row.name: row for row in self.store.leases(sorted(self._tasks))}
-            db_now = self.store.database_time()
-        except StoreError as exc:
-            if down_for is None or down_for > database_threshold:
-                problems.append(f"database unreachable: {exc}")
-            return Health(ok=not problems, problems=tuple(problems), database_down_for=down_for)
-        overdue = overdue_tasks(
-            self._tasks.values(),
-            rows,
-            now=datetime.now(timezone.utc),
-            db_now=db_now,
+        report = read_status(
+            self.store,
+            [DeclaredTask.of(task) for task in self._tasks.values()],
+            namespace=self.namespace,
+            runs=0,
+            orphans=False,
             since=self._started_at,
         )
-        problems.extend(f"{name} is overdue" for name in overdue)
-        return Health(
-            ok=not problems,
-            problems=tuple(problems),
-            overdue=tuple(overdue),
-            database_down_for=down_for,
-        )
+        return report.health(database_down_for=down_for, database_threshold=database_threshold)
 
     # --- fleet-wide controls ---------------------------------------------
 

@@ -122,8 +122,6 @@ class Task:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     full_name: str = field(init=False)
     #: ``schedule.fingerprint`` under another name; only the tick path (``_run/``) still
-    #: reads it, so it goes when that is rewritten
-    schedule_key: str = field(init=False, repr=False, compare=False)
     wants_context: bool = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
 
@@ -151,7 +149,6 @@ class Task:
         ):
             raise ConfigError(f"task {self.name!r}: catchup_limit must be 1 to 1000")
         object.__setattr__(self, "full_name", full_name)
-        object.__setattr__(self, "schedule_key", self.schedule.fingerprint)
         object.__setattr__(self, "wants_context", takes_context(self.func))
         object.__setattr__(
             self,

@@ -198,7 +198,7 @@ def test_check_lists_tasks_with_schedule_ttl_and_next_fire_times(tmp_path: Path)
     assert re.search(r"^report  cron '0 2 \* \* \*' \(Europe/Istanbul\)  ttl 2m$", out, re.M)
     assert re.search(r"^off  every 1h  ttl 5m, DISABLED$", out, re.M)
     assert "  command: echo sync" in out and "  call: os.path:join" in out
-    assert len(re.findall(r"^  next: \S+T02:00:00\+03:00$", out, re.M)) == 3
+    assert len(re.findall(r"^  next: \S+T02:00:00\.000\+03:00$", out, re.M)) == 3
 
     data = cli_json("check", cwd=tmp_path)
     tasks = {task["name"]: task for task in data["tasks"]}

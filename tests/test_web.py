@@ -123,7 +123,8 @@ def test_json_has_the_same_data(scheduler: Scheduler, task_name: str) -> None:
     assert bad["runs"][0]["outcome"] == "failed" and XSS in bad["runs"][0]["error"]
     assert bad["last_success_at"] is None
     assert paused["paused"] is True and paused["state"] == "paused" and paused["runs"] == []
-    next_fire = datetime.fromisoformat(ok["next_fire_time"])
+    assert ok["next_fire_time"].endswith(".000Z")  # a UTC schedule: UTC, written Z
+    next_fire = datetime.fromisoformat(ok["next_fire_time"].replace("Z", "+00:00"))
     assert next_fire > datetime.now(timezone.utc) and next_fire.second == 0
     assert data["database_error"] is None
     # (a shared test server holds other tests' rows: those are orphans from this page's view)

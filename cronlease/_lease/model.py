@@ -12,6 +12,7 @@ from cronlease._lease.schema import MAX_ERROR_LENGTH, MAX_HOLDER_LENGTH, MAX_NAM
 from cronlease.errors import ConfigError
 
 __all__ = [
+    "FINAL_OUTCOMES",
     "AcquireRequest",
     "Finish",
     "Lease",
@@ -25,6 +26,10 @@ __all__ = [
 ]
 
 Outcome = Literal["running", "succeeded", "failed", "lost", "timed_out", "interrupted", "abandoned"]
+#: the outcomes a finish may record (``running`` and ``abandoned`` are set by acquisitions)
+FINAL_OUTCOMES: frozenset[Outcome] = frozenset(
+    {"succeeded", "failed", "lost", "timed_out", "interrupted"}
+)
 MAX_TTL_SECONDS = 86400.0
 # room in the holder column for '#' and the per-attempt nonce (16 hex digits)
 MAX_HOLDER_ID_LENGTH = MAX_HOLDER_LENGTH - 17

@@ -9,6 +9,7 @@ zero or negative gap.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import deque
@@ -284,7 +285,7 @@ class Schedule:
             kind="cron", expression=expression, timezone="UTC" if timezone is None else timezone
         )
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
         """Identifies the schedule, so replicas can notice they disagree about a task."""
         if self.kind == "every":

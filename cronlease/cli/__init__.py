@@ -4,7 +4,7 @@
 
 - ``parser``: the argument parser (every command and option);
 - ``common``: exit statuses, errors, the config file and the database;
-- ``output``: error lines, JSON, tables, times and durations;
+- ``output``: error lines, JSON and tables (values read as :mod:`cronlease._status` says);
 - ``run``: ``run`` and ``check``;
 - ``inspect``: ``status`` and ``history``;
 - ``manage``: ``pause``, ``resume``, ``trigger``, ``init-db``, ``web``, ``import-crontab``.
@@ -30,7 +30,7 @@ from cronlease.cli.manage import cmd_pause as cmd_pause
 from cronlease.cli.manage import cmd_resume as cmd_resume
 from cronlease.cli.manage import cmd_trigger as cmd_trigger
 from cronlease.cli.manage import cmd_web as cmd_web
-from cronlease.cli.output import _error
+from cronlease.cli.output import print_error
 from cronlease.cli.parser import EPILOG as EPILOG
 from cronlease.cli.parser import build_parser as build_parser
 from cronlease.cli.run import cmd_check as cmd_check
@@ -55,10 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except (ConfigError, UsageError) as exc:
-        _error(str(exc))
+        print_error(str(exc))
         return EXIT_USAGE
     except (StoreError, Failure) as exc:
-        _error(str(exc))
+        print_error(str(exc))
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return 130

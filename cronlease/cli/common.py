@@ -36,7 +36,9 @@ class Failure(Exception):
 # --- configuration and database ----------------------------------------------
 
 
-def _config(args: argparse.Namespace, *, required: bool, import_calls: bool) -> Config | None:
+def config_from_args(
+    args: argparse.Namespace, *, required: bool, import_calls: bool
+) -> Config | None:
     """The config file: the one given with -c, else ./cronlease.toml if it exists."""
     if args.config is not None:
         return load_config(args.config, import_calls=import_calls)
@@ -47,7 +49,7 @@ def _config(args: argparse.Namespace, *, required: bool, import_calls: bool) -> 
     return None
 
 
-def _database(args: argparse.Namespace, config: Config | None, *, fallback: bool = False) -> str:
+def database_url(args: argparse.Namespace, config: Config | None, *, fallback: bool = False) -> str:
     """--database, else the config file's (environment included), else the environment."""
     url = args.database or (config.database if config else None) or os.environ.get(DATABASE_ENV)
     if not url:
@@ -60,7 +62,7 @@ def _database(args: argparse.Namespace, config: Config | None, *, fallback: bool
     return url
 
 
-def _missing_sqlite_file(url: str) -> bool:
+def missing_sqlite_file(url: str) -> bool:
     """True for a SQLite URL whose file does not exist (read commands must not create it)."""
     parsed = normalize_url(url)
     return (
@@ -71,7 +73,7 @@ def _missing_sqlite_file(url: str) -> bool:
 
 
 @contextmanager
-def _open_store(url: str) -> Iterator[LeaseStore]:
+def open_store(url: str) -> Iterator[LeaseStore]:
     store = LeaseStore(create_store_engine(url))
     try:
         yield store
@@ -79,11 +81,12 @@ def _open_store(url: str) -> Iterator[LeaseStore]:
         store.dispose()
 
 
-def _full_name(config: Config | None, task: str) -> str:
+def stored_name(config: Config | None, task: str) -> str:
+    """TASK as stored: with the config's namespace, or as given without a config."""
     return config.full_name(task) if config else task
 
 
-def _spec(config: Config, task: str) -> TaskSpec:
+def task_spec(config: Config, task: str) -> TaskSpec:
     try:
         return config.tasks[task]
     except KeyError:

@@ -19,19 +19,19 @@ from types import FrameType
 from cronlease._lease.database import redact
 from cronlease._lease.store import LeaseStore
 from cronlease._scheduler import Scheduler
+from cronlease._status import format_duration, holder_id, summarize_error
 from cronlease._timing.schedule import Schedule
 from cronlease.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
     Failure,
     UsageError,
-    _config,
-    _database,
-    _full_name,
-    _open_store,
-    _spec,
+    config_from_args,
+    database_url,
+    open_store,
+    stored_name,
+    task_spec,
 )
-from cronlease.cli.output import _error_summary, _format_duration, _holder
 from cronlease.config import Config, local_timezone, translate_crontab
 from cronlease.errors import StoreError
 from cronlease.web import serve
@@ -41,13 +41,13 @@ from cronlease.web import serve
 
 def _target(args: argparse.Namespace, store: LeaseStore, config: Config | None) -> str:
     """The stored name of TASK: declared in the config file, or a lease row that exists."""
-    name = _full_name(config, args.task)
+    name = stored_name(config, args.task)
     if config is not None and args.task in config.tasks:
         return name
     if store.leases([name]):
         return name
     if config is not None:
-        _spec(config, args.task)  # raises with the list of declared tasks
+        task_spec(config, args.task)  # raises with the list of declared tasks
     raise UsageError(
         f"no task {name!r} in the database; to pause a task that never ran, "
         "give the config file that declares it (-c FILE)"
@@ -63,9 +63,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
-    config = _config(args, required=False, import_calls=False)
-    url = _database(args, config)
-    with _open_store(url) as store:
+    config = config_from_args(args, required=False, import_calls=False)
+    url = database_url(args, config)
+    with open_store(url) as store:
         store.create_tables()
         name = _target(args, store, config)
         if paused:
@@ -78,10 +78,10 @@ def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
 
 
 def cmd_trigger(args: argparse.Namespace) -> int:
-    config = _config(args, required=True, import_calls=True)
+    config = config_from_args(args, required=True, import_calls=True)
     assert config is not None
-    spec = _spec(config, args.task)
-    url = _database(args, config)
+    spec = task_spec(config, args.task)
+    url = database_url(args, config)
     scheduler = Scheduler(url, namespace=config.namespace, holder=config.holder)
     # This process only runs the one manual run: it must not start catch-up runs
     # that would be cut off when it exits.
@@ -100,12 +100,12 @@ def cmd_trigger(args: argparse.Namespace) -> int:
         scheduler.runner.close()
         scheduler.store.dispose()
     run = runs[0] if runs else None
-    duration = f" in {_format_duration(run.duration)}" if run and run.duration is not None else ""
+    duration = f" in {format_duration(run.duration)}" if run and run.duration is not None else ""
     fence = f" (fence {run.fence})" if run else ""
     print(f"{task.full_name}: {outcome}{duration}{fence}")
     if outcome != "succeeded":
         if run and run.error:
-            print(_error_summary(run.error), file=sys.stderr)
+            print(summarize_error(run.error), file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
 
@@ -121,8 +121,8 @@ def _why_not_acquired(store: LeaseStore, name: str) -> str:
         return f"{name}: not run: the task is paused (cronlease resume ...)"
     if row is not None and row.expires_at > db_now:
         return (
-            f"{name}: not run: a run is in progress (holder {_holder(row.holder)}, "
-            f"fence {row.fence}, lease for {_format_duration(row.expires_at - db_now)} more)"
+            f"{name}: not run: a run is in progress (holder {holder_id(row.holder)}, "
+            f"fence {row.fence}, lease for {format_duration(row.expires_at - db_now)} more)"
         )
     return f"{name}: not run: the lease could not be taken; try again"
 
@@ -145,18 +145,18 @@ def _interrupt_on_sigterm() -> Iterator[None]:
 
 
 def cmd_init_db(args: argparse.Namespace) -> int:
-    config = _config(args, required=False, import_calls=False)
-    url = _database(args, config, fallback=True)
-    with _open_store(url) as store:
+    config = config_from_args(args, required=False, import_calls=False)
+    url = database_url(args, config, fallback=True)
+    with open_store(url) as store:
         store.create_tables()
     print(f"cronlease tables are ready on {redact(url)}")
     return EXIT_OK
 
 
 def cmd_web(args: argparse.Namespace) -> int:
-    config = _config(args, required=False, import_calls=False)
-    url = _database(args, config, fallback=True)
-    with _open_store(url) as store:
+    config = config_from_args(args, required=False, import_calls=False)
+    url = database_url(args, config, fallback=True)
+    with open_store(url) as store:
         tasks = (
             {config.full_name(spec.name): spec.schedule for spec in config.tasks.values()}
             if config

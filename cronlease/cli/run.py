@@ -13,23 +13,24 @@ from typing import Any
 from cronlease._lease.database import redact
 from cronlease._scheduler import Scheduler
 from cronlease._shell_task import terminate_running
+from cronlease._status import format_duration, format_time, zone_of
 from cronlease.cli.common import (
     DISABLED_ENV,
     EXIT_OK,
-    _config,
-    _database,
+    config_from_args,
+    database_url,
     logger,
 )
-from cronlease.cli.output import _format_duration, _print_json, _zone
+from cronlease.cli.output import print_json
 from cronlease.config import Config, TaskSpec
 
 # --- run ----------------------------------------------------------------------
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    config = _config(args, required=True, import_calls=True)
+    config = config_from_args(args, required=True, import_calls=True)
     assert config is not None
-    url = _database(args, config)
+    url = database_url(args, config)
     specs = [spec for spec in config.tasks.values() if spec.enabled]
     if os.environ.get(DISABLED_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         logger.warning(
@@ -84,13 +85,13 @@ def _wait_for_signal() -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    config = _config(args, required=True, import_calls=True)
+    config = config_from_args(args, required=True, import_calls=True)
     assert config is not None
-    url = _database(args, config)
+    url = database_url(args, config)
     now = datetime.now(timezone.utc)
     tasks = [_describe_spec(config, spec, now, count=3) for spec in config.tasks.values()]
     if args.json:
-        _print_json(
+        print_json(
             {
                 "config": str(config.path),
                 "database": redact(url),
@@ -104,9 +105,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         + (f", namespace {config.namespace!r}" if config.namespace else "")
     )
     for task in tasks:
-        extras = [f"ttl {_format_duration(task['lease_ttl'])}"]
+        extras = [f"ttl {format_duration(task['lease_ttl'])}"]
         if task["timeout"] is not None:
-            extras.append(f"timeout {_format_duration(task['timeout'])}")
+            extras.append(f"timeout {format_duration(task['timeout'])}")
         if not task["enabled"]:
             extras.append("DISABLED")
         print()
@@ -124,7 +125,7 @@ def _describe_spec(config: Config, spec: TaskSpec, now: datetime, count: int) ->
         if spec.lease_ttl is not None
         else spec.schedule.ttl(upcoming[0] if upcoming else now)
     )
-    zone = _zone(spec.schedule)
+    zone = zone_of(spec.schedule)
     return {
         "name": spec.name,
         "full_name": config.full_name(spec.name),
@@ -137,5 +138,5 @@ def _describe_spec(config: Config, spec: TaskSpec, now: datetime, count: int) ->
         "lease_ttl": ttl,
         "timeout": spec.timeout,
         "enabled": spec.enabled,
-        "next": [fire.astimezone(zone).isoformat() for fire in upcoming],
+        "next": [format_time(fire.astimezone(zone)) for fire in upcoming],
     }

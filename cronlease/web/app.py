@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from cronlease._lease.store import LeaseStore
+from cronlease._status import DeclaredTask, in_namespace
 from cronlease._timing.schedule import Schedule
 from cronlease.web.collect import collect_status
 from cronlease.web.render import DEFAULT_REFRESH, render_html
@@ -109,6 +110,22 @@ class StatusPage:
         if self.scheduler is not None:
             return {task.full_name: task.schedule for task in self.scheduler.tasks.values()}
         return self._tasks
+
+    def declared_tasks(self) -> list[DeclaredTask] | None:
+        """The tasks whose status the page shows, or None: every lease row is one."""
+        if self.scheduler is not None:
+            return [DeclaredTask.of(task) for task in self.scheduler.tasks.values()]
+        if self._tasks is None:
+            return None
+        prefix = len(self.namespace) + 1 if self.namespace else 0
+        return [
+            DeclaredTask(
+                name=name,
+                schedule=schedule,
+                task=name[prefix:] if in_namespace(name, self.namespace) else name,
+            )
+            for name, schedule in self._tasks.items()
+        ]
 
     def collect(self) -> dict[str, Any]:
         return collect_status(self)

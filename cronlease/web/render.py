@@ -1,10 +1,16 @@
-"""The status page's HTML: server-rendered, no JavaScript, every value escaped."""
+"""The status page's HTML: server-rendered, no JavaScript, every value escaped.
+
+It formats what :func:`~cronlease.web.collect.collect_status` returns (the
+status model as JSON): times, error summaries and lease text read as in the CLI.
+"""
 
 from __future__ import annotations
 
 import html
 from collections.abc import Mapping
 from typing import Any
+
+from cronlease._status import format_duration, lease_text
 
 DEFAULT_REFRESH = 10
 
@@ -19,6 +25,7 @@ th{background:#f3f3f3}.meta{color:#555}.task{margin:1em 0 1.6em}
 .state-running{color:#05f}.state-paused{color:#b60}.state-idle{color:#555}
 .outcome-succeeded{color:#070}.outcome-failed,.outcome-lost,.outcome-timed_out,
 .outcome-abandoned,.outcome-interrupted{color:#c00;font-weight:bold}
+.overdue{color:#c00;font-weight:bold}
 .problem{background:#fee;border:1px solid #c00;padding:.5em;margin:.5em 0}
 pre{white-space:pre-wrap;margin:.3em 0;max-width:100em}code{font-size:.95em}
 """.strip()
@@ -31,29 +38,15 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value < 1:
-        return f"{value * 1000:.0f} ms"
-    if value < 120:
-        return f"{value:.3g} s"
-    minutes, seconds = divmod(int(value), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes}m {seconds}s" if hours else f"{minutes}m {seconds}s"
+def _duration(value: float | None) -> str:
+    return "-" if value is None else format_duration(value)
 
 
-def _error_summary(error: str) -> str:
-    """The last non-empty line of a traceback: the exception and its message."""
-    lines = [line for line in error.strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else error
-
-
-def _error_cell(error: str | None) -> str:
+def _error_cell(run: Mapping[str, Any]) -> str:
+    error, summary = run["error"], run["error_summary"]
     if not error:
         return "-"
-    summary = _error_summary(error)
-    if summary == error.strip():
+    if summary == error.strip():  # one line: nothing more to unfold
         return f'<code class="error">{_e(summary)}</code>'
     return (
         f'<details><summary><code class="error">{_e(summary)}</code></summary>'
@@ -61,11 +54,20 @@ def _error_cell(error: str | None) -> str:
     )
 
 
-def _lease_text(task: Mapping[str, Any]) -> str:
-    remaining = task["lease_expires_in"]
-    if remaining is None:
-        return "-"
-    return f"expires in {_seconds(remaining)}" if remaining > 0 else "free"
+def _state(task: Mapping[str, Any]) -> str:
+    state = _e(task["state"])
+    overdue = ' <span class="overdue">overdue</span>' if task["overdue"] else ""
+    return f'<td class="state-{state}">{state}{overdue}</td>'
+
+
+def _clock(skew: Mapping[str, float] | None) -> str:
+    if not skew:
+        return ""
+    # the same words as ``cronlease status``: skew > 0 means this host is behind
+    return (
+        f" · this host {-skew['skew']:+.3f} s off the database clock "
+        f"(±{skew['round_trip'] / 2:.3f} s)"
+    )
 
 
 def _render_task(task: Mapping[str, Any]) -> str:
@@ -76,10 +78,10 @@ def _render_task(task: Mapping[str, Any]) -> str:
         "<table><tr><th>schedule</th><th>state</th><th>paused</th><th>holder</th>"
         "<th>fence</th><th>last slot</th><th>lease</th><th>next fire time</th></tr>",
         f"<tr><td>{_e(task['schedule'])}</td>"
-        f'<td class="state-{_e(task["state"])}">{_e(task["state"])}</td>'
+        f"{_state(task)}"
         f"<td>{'yes' if task['paused'] else 'no'}</td>"
         f"<td>{_e(task['holder'])}</td><td>{_e(task['fence'])}</td>"
-        f"<td>{_e(task['last_slot_time'])}</td><td>{_e(_lease_text(task))}</td>"
+        f"<td>{_e(task['last_slot_time'])}</td><td>{_e(lease_text(task['lease_expires_in']))}</td>"
         f"<td>{_e(task['next_fire_time'])}</td></tr></table>",
     ]
     if runs:
@@ -92,8 +94,8 @@ def _render_task(task: Mapping[str, Any]) -> str:
             parts.append(
                 f"<tr><td>{_e(run['scheduled_for'])}</td>"
                 f'<td class="outcome-{_e(run["outcome"])}">{_e(outcome)}</td>'
-                f"<td>{_e(_seconds(run['duration']))}</td><td>{_e(run['holder'])}</td>"
-                f"<td>{_e(run['fence'])}</td><td>{_error_cell(run['error'])}</td></tr>"
+                f"<td>{_e(_duration(run['duration']))}</td><td>{_e(run['holder'])}</td>"
+                f"<td>{_e(run['fence'])}</td><td>{_error_cell(run)}</td></tr>"
             )
         parts.append("</table>")
     elif task["declared"]:
@@ -125,7 +127,8 @@ def render_html(
         f'<p class="meta">database <code>{_e(status["database"])}</code>'
         + (f" · namespace <code>{_e(status['namespace'])}</code>" if status["namespace"] else "")
         + f" · database time {_e(status['database_time'])}"
-        f" · page generated {_e(status['generated_at'])}"
+        + _clock(status.get("clock_skew"))
+        + f" · page generated {_e(status['generated_at'])}"
         f' · <a href="{_e(json_url)}">JSON</a></p>',
     ]
     if status["database_error"]:
@@ -162,7 +165,7 @@ def render_html(
         body.extend(
             f"<tr><td>{_e(o['name'])}</td><td>{_e(o['state'])}</td><td>{_e(o['holder'])}</td>"
             f"<td>{_e(o['fence'])}</td><td>{_e(o['last_slot_time'])}</td>"
-            f"<td>{_e(_lease_text(o))}</td></tr>"
+            f"<td>{_e(lease_text(o['lease_expires_in']))}</td></tr>"
             for o in orphaned
         )
         body.append("</table>")

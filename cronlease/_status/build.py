@@ -1,0 +1,200 @@
+"""The one function that builds the status model, and the one read of the store it needs.
+
+:func:`build_report` is pure (rows in, :class:`StatusReport` out), so every
+rule can be tested without a database; :func:`read_status` reads the rows
+and calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import cast
+
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.exc import SQLAlchemyError
+
+from cronlease._lease.model import LeaseInfo, RunRecord
+from cronlease._lease.store import LeaseStore
+from cronlease._status.model import RunStatus, StatusReport, TaskState, TaskStatus
+from cronlease._status.rules import (
+    DeclaredTask,
+    Scrubber,
+    full_name,
+    holder_id,
+    in_namespace,
+    is_overdue,
+)
+from cronlease._status.text import zone_of
+from cronlease._timing.clock import ClockCheck, measure_skew
+from cronlease.errors import StoreError
+
+__all__ = ["Snapshot", "build_report", "read_status"]
+
+NO_SCRUBBING = Scrubber(None)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What was read from the store: lease rows, recent runs by task, the database clock.
+
+    ``error`` says why the read failed (then nothing else was kept).
+    """
+
+    leases: tuple[LeaseInfo, ...] = ()
+    runs: Mapping[str, Sequence[RunRecord]] = field(default_factory=dict)
+    db_now: float | None = None
+    clock: ClockCheck | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.error is not None and (self.leases or self.runs or self.db_now is not None):
+            raise ValueError("a failed read keeps no rows")
+        if self.leases and self.db_now is None:
+            raise ValueError("lease rows are judged on the database clock: give db_now")
+
+
+def build_report(
+    snapshot: Snapshot,
+    declared: Sequence[DeclaredTask] | None,
+    *,
+    database: str,
+    now: datetime,
+    namespace: str | None = None,
+    internal: Collection[str] = (),
+    since: datetime | None = None,
+    scrub: Scrubber = NO_SCRUBBING,
+) -> StatusReport:
+    """The status of ``declared`` tasks (None: every lease row is a task), from ``snapshot``.
+
+    Lease rows of ``namespace`` that no declared task owns are orphaned,
+    except those of ``internal`` tasks (declared names, e.g. the built-in
+    housekeeping task). ``now`` is this host's clock (next fire times); lease
+    expiry and overdue ticks are judged on the database clock. ``since`` is as
+    for :func:`~cronlease._status.rules.is_overdue`.
+    """
+    rows = {row.name: row for row in snapshot.leases}
+    db_now = snapshot.db_now
+
+    def status(task: DeclaredTask | None, name: str) -> TaskStatus:
+        row = rows.get(name)
+        runs = tuple(RunStatus.of(run, scrub) for run in snapshot.runs.get(name, ()))
+        return _task_status(name, task, row, runs, db_now, now, since)
+
+    if declared is None:
+        tasks = [status(None, name) for name in sorted(rows)]
+        orphaned = []
+    else:
+        # Sorted by name, as lease rows are: a long list is read by looking a name up.
+        tasks = [status(task, task.name) for task in sorted(declared, key=lambda t: t.name)]
+        known = {task.name for task in declared} | {full_name(n, namespace) for n in internal}
+        orphaned = [
+            status(None, name)
+            for name in sorted(rows)
+            if name not in known and in_namespace(name, namespace)
+        ]
+    return StatusReport(
+        generated_at=now.astimezone(timezone.utc),
+        database=database,
+        namespace=namespace,
+        database_time=None if db_now is None else datetime.fromtimestamp(db_now, timezone.utc),
+        database_error=None if snapshot.error is None else scrub(snapshot.error),
+        clock=snapshot.clock,
+        tasks=tuple(tasks),
+        orphaned=tuple(orphaned),
+    )
+
+
+def _task_status(
+    name: str,
+    task: DeclaredTask | None,
+    row: LeaseInfo | None,
+    runs: tuple[RunStatus, ...],
+    db_now: float | None,
+    now: datetime,
+    since: datetime | None,
+) -> TaskStatus:
+    acquired = row is not None and row.fence > 0  # a row made by pause was never acquired
+    upcoming = task.schedule.upcoming(now, 1) if task is not None and task.enabled else []
+    return TaskStatus(
+        name=name,
+        task=task.task if task is not None else name,
+        declared=task is not None,
+        enabled=None if task is None else task.enabled,
+        schedule=None if task is None else str(task.schedule),
+        state="idle" if row is None else cast(TaskState, row.state(db_now)),
+        running=row is not None and db_now is not None and row.held(db_now),
+        holder=holder_id(row.holder) if row is not None and acquired else None,
+        fence=row.fence if row is not None and acquired else None,
+        last_slot=row.slot if row is not None and row.slot >= 0 else None,
+        lease_expires_at=(
+            datetime.fromtimestamp(row.expires_at, timezone.utc)
+            if row is not None and acquired
+            else None
+        ),
+        lease_expires_in=(
+            round(row.expires_at - db_now, 3)
+            if row is not None and acquired and db_now is not None
+            else None
+        ),
+        next_fire=upcoming[0].astimezone(zone_of(task.schedule)) if task and upcoming else None,
+        overdue=(
+            task is not None
+            and db_now is not None
+            and is_overdue(task, row, now=now, db_now=db_now, since=since)
+        ),
+        runs=runs,
+    )
+
+
+def read_status(
+    store: LeaseStore,
+    declared: Sequence[DeclaredTask] | None,
+    *,
+    namespace: str | None = None,
+    internal: Collection[str] = (),
+    runs: int = 1,
+    orphans: bool = True,
+    clock: bool = False,
+    since: datetime | None = None,
+    empty_without_tables: bool = False,
+) -> StatusReport:
+    """Read the store and build the report; never raises :class:`StoreError`.
+
+    ``runs`` recent runs per task (0: none read); ``orphans`` False reads the
+    declared tasks' rows only (a probe need not read the whole table);
+    ``clock`` measures this host's skew. A failed read is the report's
+    ``database_error``, unless ``empty_without_tables`` and the tables do not
+    exist yet (then the report is empty). Never creates tables.
+    """
+    scrub = Scrubber.of(store)
+    now = datetime.now(timezone.utc)
+    try:
+        only = None if declared is None or orphans else sorted(t.name for t in declared)
+        leases = tuple(store.leases(only))
+        db_now = store.database_time()
+        measured = measure_skew(store) if clock else None
+        names = [t.name for t in declared] if declared is not None else [r.name for r in leases]
+        recent = store.recent_runs(names, runs) if runs and names else {}
+        snapshot = Snapshot(leases=leases, runs=recent, db_now=db_now, clock=measured)
+    except StoreError as exc:
+        empty = empty_without_tables and _no_tables(store)
+        snapshot = Snapshot() if empty else Snapshot(error=str(exc))
+    return build_report(
+        snapshot,
+        declared,
+        database=store.url,
+        now=now,
+        namespace=namespace,
+        internal=internal,
+        since=since,
+        scrub=scrub,
+    )
+
+
+def _no_tables(store: LeaseStore) -> bool:
+    try:
+        return not sa_inspect(store.engine).has_table("cronlease_leases")
+    except SQLAlchemyError:
+        return False

@@ -1,0 +1,219 @@
+"""The status model: frozen values every surface formats, and nothing else.
+
+A :class:`StatusReport` holds one :class:`TaskStatus` per task (each with its
+recent :class:`RunStatus` rows) and the orphaned lease rows; its
+:meth:`~StatusReport.health` is the one :class:`Health` value probes read.
+Times are aware datetimes: recorded instants in UTC, next fire times in their
+schedule's zone. Error text is already scrubbed of the database password.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Literal, get_args
+
+from cronlease._lease.model import RunRecord
+from cronlease._status.rules import holder_id, summarize_error
+from cronlease._timing.clock import ClockCheck
+from cronlease._timing.schedule import time_of_slot
+
+__all__ = ["Health", "RunStatus", "StatusReport", "TaskState", "TaskStatus"]
+
+TaskState = Literal["idle", "running", "paused"]
+_STATES: frozenset[str] = frozenset(get_args(TaskState))
+
+
+def _check_utc(what: str, moment: datetime | None) -> None:
+    if moment is not None and moment.utcoffset() != timedelta(0):
+        raise ValueError(f"{what} must be an aware UTC datetime, got {moment!r}")
+
+
+def _utc(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, timezone.utc)
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """One row of run history. ``holder`` is the replica's id, without the attempt nonce."""
+
+    name: str
+    slot: int
+    manual: bool
+    fence: int
+    holder: str
+    started_at: datetime
+    finished_at: datetime | None
+    duration: float | None
+    outcome: str
+    error: str | None
+    error_summary: str | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        _check_utc("started_at", self.started_at)
+        _check_utc("finished_at", self.finished_at)
+        if (self.duration is None) != (self.finished_at is None):
+            raise ValueError("a run has a duration exactly when it has finished")
+        if self.duration is not None and self.duration < 0:
+            raise ValueError(f"duration must not be negative, got {self.duration!r}")
+        summary = summarize_error(self.error) if self.error else None
+        object.__setattr__(self, "error_summary", summary)
+
+    @classmethod
+    def of(cls, record: RunRecord, scrub: Callable[[str], str] = str) -> RunStatus:
+        return cls(
+            name=record.name,
+            slot=record.slot,
+            manual=record.manual,
+            fence=record.fence,
+            holder=holder_id(record.holder),
+            started_at=_utc(record.started_at),
+            finished_at=None if record.finished_at is None else _utc(record.finished_at),
+            duration=record.duration,
+            outcome=record.outcome,
+            error=None if record.error is None else scrub(record.error),
+        )
+
+    @property
+    def scheduled_for(self) -> datetime:
+        """The tick the run was for (a manual run's slot is the moment it was asked for)."""
+        return time_of_slot(self.slot)
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    """A task (or an orphaned lease row) as the fleet sees it now.
+
+    ``state`` is ``paused`` (the fleet-wide flag), else ``running`` while a
+    run holds the lease, else ``idle``; ``running`` says whether a run holds
+    it, so a task paused during a run is both. ``holder`` and ``fence`` are
+    those of the last acquisition (None for a row a pause created). ``runs``
+    are the latest runs read, newest first.
+    """
+
+    name: str
+    task: str
+    declared: bool
+    enabled: bool | None
+    schedule: str | None
+    state: TaskState
+    running: bool
+    holder: str | None
+    fence: int | None
+    last_slot: int | None
+    lease_expires_at: datetime | None
+    lease_expires_in: float | None
+    next_fire: datetime | None
+    overdue: bool
+    runs: tuple[RunStatus, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.state not in _STATES:
+            raise ValueError(f"state must be one of {sorted(_STATES)}, got {self.state!r}")
+        if not self.declared == (self.schedule is not None) == (self.enabled is not None):
+            raise ValueError("a declared task, and only one, has a schedule and an enabled flag")
+        if (self.holder is None) != (self.fence is None):
+            raise ValueError("a lease row has a holder exactly when it has a fence")
+        if self.running and self.holder is None:
+            raise ValueError("a running task has a holder")
+        if (self.state == "running") != (self.running and self.state != "paused"):
+            raise ValueError(f"state {self.state!r} contradicts running={self.running}")
+        if self.next_fire is not None and (not self.enabled or self.next_fire.tzinfo is None):
+            raise ValueError("only an enabled task has a next fire time, and it is aware")
+        if self.overdue and not (self.enabled and self.state == "idle"):
+            raise ValueError("only an enabled, idle task can be overdue")
+        _check_utc("lease_expires_at", self.lease_expires_at)
+        if any(run.name != self.name for run in self.runs):
+            raise ValueError(f"runs of another task in the status of {self.name!r}")
+
+    @property
+    def paused(self) -> bool:
+        return self.state == "paused"
+
+    @property
+    def last_slot_time(self) -> datetime | None:
+        return None if self.last_slot is None else time_of_slot(self.last_slot)
+
+    @property
+    def last_run(self) -> RunStatus | None:
+        return self.runs[0] if self.runs else None
+
+    @property
+    def last_success(self) -> RunStatus | None:
+        """The latest succeeded run among those read (None if none of them succeeded)."""
+        return next((run for run in self.runs if run.outcome == "succeeded"), None)
+
+    @property
+    def error_summary(self) -> str | None:
+        """The summary of the last run's error, if it had one."""
+        last = self.last_run
+        return None if last is None else last.error_summary
+
+
+@dataclass(frozen=True)
+class Health:
+    """What a probe fails on; ``ok`` is False exactly when a problem is listed."""
+
+    ok: bool
+    problems: tuple[str, ...]
+    overdue: tuple[str, ...] = ()
+    database_down_for: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.ok != (not self.problems):
+            raise ValueError("health is ok exactly when it lists no problem")
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """Everything the surfaces show, read at one moment (``generated_at``, this host's clock).
+
+    ``database_error`` says why the store could not be read (then no lease
+    row is known and ``database_time`` is None); ``orphaned`` holds the lease
+    rows of the namespace that no declared task owns.
+    """
+
+    generated_at: datetime
+    database: str
+    namespace: str | None
+    database_time: datetime | None
+    database_error: str | None
+    clock: ClockCheck | None
+    tasks: tuple[TaskStatus, ...]
+    orphaned: tuple[TaskStatus, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_utc("generated_at", self.generated_at)
+        _check_utc("database_time", self.database_time)
+        if self.database_error is not None and self.database_time is not None:
+            raise ValueError("a report whose database could not be read has no database time")
+        if any(task.declared for task in self.orphaned):
+            raise ValueError("an orphaned lease row is one no declared task owns")
+        names = [task.name for task in (*self.tasks, *self.orphaned)]
+        if len(names) != len(set(names)):
+            raise ValueError("a task appears twice in the report")
+
+    @property
+    def overdue(self) -> tuple[str, ...]:
+        return tuple(task.name for task in self.tasks if task.overdue)
+
+    def health(
+        self, *, database_down_for: float | None = None, database_threshold: float = 60.0
+    ) -> Health:
+        """Problems: the database unreachable for longer than ``database_threshold``
+        seconds (``database_down_for``: as this replica saw it), unreadable now, or a
+        task overdue. A read failing inside a short outage is not yet a problem."""
+        problems: list[str] = []
+        outage = database_down_for is not None and database_down_for > database_threshold
+        if outage:
+            problems.append(f"database unreachable for {database_down_for:.0f} s")
+        if self.database_error is not None and (database_down_for is None or outage):
+            problems.append(f"database unreachable: {self.database_error}")
+        problems.extend(f"{name} is overdue" for name in self.overdue)
+        return Health(
+            ok=not problems,
+            problems=tuple(problems),
+            overdue=self.overdue,
+            database_down_for=database_down_for,
+        )

@@ -1,0 +1,176 @@
+"""The rules every status surface shares: error summaries, holders, namespaces, overdue ticks.
+
+Each rule lives here once, so the CLI, the page and the health probe cannot
+drift apart again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from cronlease._lease.model import LeaseInfo
+from cronlease._lease.store import LeaseStore
+from cronlease._task import Task
+from cronlease._timing.schedule import Schedule, slot_of, time_of_slot
+
+__all__ = [
+    "MIN_SCRUBBED_PASSWORD",
+    "DeclaredTask",
+    "Scrubber",
+    "full_name",
+    "holder_id",
+    "in_namespace",
+    "is_overdue",
+    "summarize_error",
+]
+
+# Never replace a password shorter than this in error text: it would mangle the text.
+MIN_SCRUBBED_PASSWORD = 4
+
+_TRACEBACK = re.compile(r"(?:\+ )?(?:Exception Group )?Traceback \(most recent call last\):")
+_FRAME = '  File "'
+# "cronlease._shell_task.CommandError: ..." -> "CommandError: ...": the full text has the path.
+_MODULE_PATH = re.compile(r"^(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*(?::|$))")
+# The margin an exception group draws around the tracebacks it holds ("  | ", "    | ").
+_GROUP_MARGIN = re.compile(r"^ *\| ")
+# The rules an exception group draws between its sub-exceptions ("+-+---- 1 ----", "+----").
+_GROUP_RULE = re.compile(r"^ *\+[-+]")
+
+
+def summarize_error(error: str) -> str:
+    """One line for a recorded error: what was said before any traceback, and how it ended.
+
+    The message is the text after a traceback's last frame (so a chained
+    exception shows the one raised last), or the whole text without one; its
+    first line is kept, and its last after a "...", when it has several (a
+    command's stderr tail ends with what went wrong). The exception's module
+    path is dropped (``CommandError: ...``), and the words before a traceback,
+    written by cronlease ("lease lost during the run; the task failed:") or a
+    command, are kept in front.
+    """
+    text = error.strip()
+    lines = text.splitlines()
+    # The history keeps the end of a long error behind "...": its first line is a fragment.
+    truncated = text.startswith("...") and len(lines) > 1
+    if "Exception Group Traceback" in text:
+        lines = [_GROUP_MARGIN.sub("", line, count=1) for line in lines]
+    frames = [i for i, line in enumerate(lines) if line.startswith(_FRAME)]
+    if not frames:
+        # (indented lines are a traceback's source lines, or a stack trace's in stderr)
+        kept = [line for line in lines[1 if truncated else 0 :] if not line[:1].isspace()]
+        return _first_and_last(kept or lines)
+    message = [line for line in lines[frames[-1] + 1 :] if not _GROUP_RULE.match(line)]
+    while message and message[0].startswith(" "):
+        message.pop(0)  # the source line (and carets) of the last frame
+    if not message:
+        message = [lines[-1]]
+    message[0] = _MODULE_PATH.sub("", message[0], count=1)
+    said = "" if truncated or frames[0] == 0 else _TRACEBACK.split(lines[0], maxsplit=1)[0]
+    ending = _first_and_last(message)
+    return f"{said.strip()} {ending}" if said.strip() else ending
+
+
+def _first_and_last(lines: list[str]) -> str:
+    kept = [line.strip() for line in lines if line.strip()]
+    if len(kept) <= 1:
+        return kept[0] if kept else ""
+    return f"{kept[0]} ... {kept[-1]}"
+
+
+def holder_id(holder: str) -> str:
+    """The replica's holder id, without the per-attempt nonce the store appends."""
+    return holder.rsplit("#", 1)[0]
+
+
+def full_name(name: str, namespace: str | None) -> str:
+    """The stored name of a task declared as ``name`` in ``namespace``."""
+    return f"{namespace}:{name}" if namespace else name
+
+
+def in_namespace(name: str, namespace: str | None) -> bool:
+    """Whether a lease row belongs to ``namespace`` (no namespace: the rows without one)."""
+    if namespace:
+        return name.startswith(f"{namespace}:")
+    return ":" not in name
+
+
+@dataclass(frozen=True)
+class Scrubber:
+    """Replaces the database password in text that came from a driver or a task."""
+
+    password: str | None
+
+    def __post_init__(self) -> None:
+        if self.password is not None and len(self.password) < MIN_SCRUBBED_PASSWORD:
+            object.__setattr__(self, "password", None)
+
+    @classmethod
+    def of(cls, store: LeaseStore) -> Scrubber:
+        password = store.engine.url.password
+        return cls(None if password is None else str(password))
+
+    def __call__(self, text: str) -> str:
+        return text if self.password is None else text.replace(self.password, "***")
+
+
+@dataclass(frozen=True)
+class DeclaredTask:
+    """A task whose status is asked for: declared by a scheduler, a config file or a page.
+
+    ``name`` is the stored name (namespace included), ``task`` the name as
+    declared (default: ``name``); ``grace`` None means the schedule's.
+    """
+
+    name: str
+    schedule: Schedule
+    task: str = ""
+    enabled: bool = True
+    grace: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a declared task needs its stored name")
+        if not self.task:
+            object.__setattr__(self, "task", self.name)
+        if self.grace is not None and not self.grace > 0:
+            raise ValueError(f"grace must be positive, got {self.grace!r}")
+
+    @classmethod
+    def of(cls, task: Task) -> DeclaredTask:
+        return cls(name=task.full_name, schedule=task.schedule, task=task.name, grace=task.grace)
+
+    def grace_for(self, fire_time: datetime) -> float:
+        return self.grace if self.grace is not None else self.schedule.grace(fire_time)
+
+
+def is_overdue(
+    task: DeclaredTask,
+    row: LeaseInfo | None,
+    *,
+    now: datetime,
+    db_now: float,
+    since: datetime | None = None,
+) -> bool:
+    """Whether the first tick after the last one the fleet took is later than its grace.
+
+    Paused and disabled tasks are never overdue, nor is one whose lease a run
+    holds (ticks inside a held lease are skipped). ``since`` ignores fire
+    times before it (e.g. before this replica started, when a task that never
+    ran has no slot cursor yet).
+    """
+    if not task.enabled:
+        return False
+    if row is not None and (row.paused or row.expires_at >= db_now):
+        return False
+    cursor = row.slot if row is not None and row.slot >= 0 else None
+    floors = [t for t in (since, None if cursor is None else time_of_slot(cursor)) if t]
+    if not floors:
+        return False
+    expected = task.schedule.next_fire_time(max(floors))
+    if expected is None or expected > now:
+        return False
+    if cursor is not None and slot_of(expected) <= cursor:
+        return False
+    return (now - expected).total_seconds() > task.grace_for(expected)
