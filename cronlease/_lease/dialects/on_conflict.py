@@ -1,8 +1,8 @@
 """The ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` acquisition PostgreSQL and SQLite share.
 
 Both dialects' ``insert()`` constructs have the same ``on_conflict_do_update``
-API; only the database clock differs. The statement is the one in DESIGN.md
-§3, with the future-slot gate on the inserting ``SELECT`` too, so that even the
+API; only the database clock differs. The statement is the one in docs/design.md
+§3.2, with the future-slot gate on the inserting ``SELECT`` too, so that even the
 first acquisition of a task cannot take a slot from the future.
 """
 

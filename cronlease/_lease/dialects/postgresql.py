@@ -46,7 +46,7 @@ __all__ = ["STATEMENTS", "PostgreSQLStatements"]
 NOW_SQL = "(EXTRACT(EPOCH FROM statement_timestamp())::float8)"
 NOW = literal_column(NOW_SQL, Double)
 
-# Scheduled acquisition of many tasks in one statement: the DESIGN.md §3 upsert
+# Scheduled acquisition of many tasks in one statement: the docs/design.md §3.4 upsert
 # over unnest(), plus the abandoned-run sweep and the run rows (as in the single
 # statement), plus one row per requested task explaining a refusal.
 ACQUIRE_MANY = text(

@@ -39,7 +39,7 @@ def _field(name: str) -> str:
     return f"json_extract(value, '$.{name}')"
 
 
-# The DESIGN.md §3 upsert over json_each(:b_batch); the WHERE before ON CONFLICT
+# The docs/design.md §3.5 upsert over json_each(:b_batch); the WHERE before ON CONFLICT
 # is required by SQLite's parser for INSERT ... SELECT ... ON CONFLICT anyway.
 ACQUIRE_MANY = text(
     f"""
