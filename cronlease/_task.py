@@ -121,7 +121,6 @@ class Task:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     full_name: str = field(init=False)
-    #: ``schedule.fingerprint`` under another name; only the tick path (``_run/``) still
     wants_context: bool = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
 

@@ -1,7 +1,7 @@
 """The LeaseStore contract, run unchanged on every backend (SQLite, PostgreSQL, MySQL/MariaDB).
 
 Like ShedLock's AbstractLockProviderIntegrationTest: one suite, parametrized
-over the ``store`` fixture, so every backend proves the same DESIGN.md §3/§5
+over the ``store`` fixture, so every backend proves the same docs/design.md §3/§5
 rules against a real database. Lease times are database-clock epoch seconds;
 slots are milliseconds and only compared with each other, so the tests derive
 their slots from the database clock (a slot ahead of it would be refused).

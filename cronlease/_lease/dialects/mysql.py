@@ -2,7 +2,7 @@
 
 Neither has ``ON CONFLICT ... DO UPDATE ... WHERE``, so acquisition is an
 ``INSERT ... SELECT ... ON DUPLICATE KEY UPDATE`` decided by the attempt's
-nonce (DESIGN.md §3, the MariaDB note); the SQL is in mysql_sql.py:
+nonce (docs/design.md §3.6); the SQL is in mysql_sql.py:
 
 - The ``SELECT`` carries the future-slot gate, so a gated attempt inserts
   nothing and updates nothing, even for a task that never ran.
