@@ -17,6 +17,7 @@ from cronlease._lease.store import LeaseStore
 from cronlease._scheduler import Scheduler
 from cronlease._task import RunContext, Task
 from cronlease._timing.schedule import Schedule
+from cronlease._version import __version__
 from cronlease.errors import (
     CommandError,
     ConfigError,
@@ -27,8 +28,6 @@ from cronlease.errors import (
     TaskTimeout,
     UnknownTaskError,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ClockChecked",

@@ -16,17 +16,16 @@ from datetime import datetime, timezone
 from types import FrameType, MappingProxyType
 from typing import Any, TypeVar, overload
 
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.engine import Engine
 
 from cronlease._events import ClockChecked, Event, EventBus
-from cronlease._lease.database import create_store_engine
+from cronlease._lease.database import adopt_engine, create_store_engine
 from cronlease._lease.model import check_task_name
 from cronlease._lease.store import LeaseStore
-from cronlease._run.fire import BatchingScheduler, LeaseExecutor
+from cronlease._run.fire import Firing
+from cronlease._run.housekeeping import HOUSEKEEPING_TASK, housekeeping_task
 from cronlease._run.runner import TickRunner
+from cronlease._run.startup import report_schedule_conflicts, start_catch_up
 from cronlease._stats import Stats
 from cronlease._status import DeclaredTask, Health, read_status
 from cronlease._task import Task
@@ -34,23 +33,17 @@ from cronlease._timing.clock import ClockCheck, SkewDetector
 from cronlease._timing.schedule import parse_duration
 from cronlease.errors import ConfigError, SchedulerError, StoreError, UnknownTaskError
 
-__all__ = ["HOUSEKEEPING_TASK", "Scheduler", "default_holder"]
+__all__ = ["Scheduler", "default_holder"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 E = TypeVar("E", bound=Event)
 CLOCK_CHECK_SECONDS = 300
-#: the built-in task that prunes run history (not listed in ``Scheduler.tasks``)
-HOUSEKEEPING_TASK = "cronlease-housekeeping"
 logger = logging.getLogger("cronlease")
 
 
 def default_holder() -> str:
     """``hostname:pid:<6 random hex>``: unique per replica, readable in ``status``."""
     return f"{socket.gethostname()[:180]}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
-def _never_called() -> None:  # APScheduler wants a callable per job; the executor runs the task
-    raise AssertionError("cronlease tasks are run by LeaseExecutor")
 
 
 class Scheduler:
@@ -85,15 +78,15 @@ class Scheduler:
         self.shutdown_timeout = shutdown_timeout
         self.stats = Stats()
         self.events = EventBus()
-        self.store = LeaseStore(_adopt(engine) if engine is not None else create_store_engine(url))
+        self.store = LeaseStore(
+            adopt_engine(engine) if engine is not None else create_store_engine(url)
+        )
         self._tasks: dict[str, Task] = {}
         self._by_name: dict[str, Task] = {}
-        # APScheduler job id -> the tasks it fires (tasks with identical schedules share one)
-        self._groups: dict[str, tuple[Task, ...]] = {}
         self._max_workers = max_workers
         self._loop: asyncio.AbstractEventLoop | None = None
         self.runner = self._make_runner()
-        self._apscheduler: BackgroundScheduler | None = None
+        self._firing: Firing | None = None
         self._skew: SkewDetector | None = None
         self._started_at: datetime | None = None
         self._caught_up = False
@@ -101,7 +94,10 @@ class Scheduler:
         self._lock = threading.RLock()
         if history_retention is not None:
             retention = parse_duration(history_retention, what="history_retention")
-            self._add_housekeeping(retention.total_seconds())
+            housekeeping = housekeeping_task(
+                self.store, lambda: sorted(self._tasks), retention.total_seconds(), namespace
+            )
+            self._tasks[housekeeping.full_name] = housekeeping
 
         self._default_holder = holder is None
         _SCHEDULERS.add(self)
@@ -123,8 +119,8 @@ class Scheduler:
         ``--preload``) is started again in the child, as a replica of its own.
         """
         self.store.engine.dispose(close=False)
-        was_running = self._apscheduler is not None
-        self._apscheduler = None
+        was_running = self._firing is not None
+        self._firing = None
         self._loop = None
         self._skew = None
         self._lock = threading.RLock()
@@ -194,28 +190,9 @@ class Scheduler:
                 raise ConfigError(f"task name {task.name!r} is reserved by cronlease")
             self._by_name[task.name] = task
             self._tasks[task.full_name] = task
-            if self._apscheduler is not None:
-                self._add_to_group(task)
+            if self._firing is not None:
+                self._firing.add(task)
         return task
-
-    def _add_housekeeping(self, retention: float) -> None:
-        """Prune run history hourly, as a leased task itself: once per fleet, not per replica."""
-
-        def prune_history() -> None:
-            removed = self.store.prune(sorted(self._tasks), retention)
-            if removed:
-                logger.info(
-                    "pruned %d run(s) older than %.0f s from the history", removed, retention
-                )
-
-        task = Task.declare(
-            prune_history,
-            every="1h",
-            name=HOUSEKEEPING_TASK,
-            namespace=self.namespace,
-            catchup="skip",
-        )
-        self._tasks[task.full_name] = task
 
     @property
     def tasks(self) -> Mapping[str, Task]:
@@ -232,7 +209,7 @@ class Scheduler:
 
     @property
     def running(self) -> bool:
-        return self._apscheduler is not None
+        return self._firing is not None
 
     def start(self) -> None:
         """Start firing in the background and return at once.
@@ -242,7 +219,7 @@ class Scheduler:
         ``async def`` tasks run on that loop.
         """
         with self._lock:
-            if self._apscheduler is not None:
+            if self._firing is not None:
                 raise SchedulerError("the scheduler is already running")
             try:
                 self._loop = asyncio.get_running_loop()
@@ -256,35 +233,15 @@ class Scheduler:
                 self.runner.ensure_schema()
             except StoreError as exc:
                 self.runner.outage.failed("startup", exc)
-            # BatchingScheduler: the executor acquires a pass's due ticks in one batch.
-            apscheduler = BatchingScheduler(
-                timezone=timezone.utc,
-                executors={
-                    "default": LeaseExecutor(self.runner, self._groups, self._max_workers),
-                    # replica-local upkeep, not leased: every replica measures its own clock
-                    "local": ThreadPoolExecutor(1),
-                },
-                job_defaults={
-                    "coalesce": True,
-                    # overlap and lateness are decided per tick by TickRunner
-                    "max_instances": 1_000_000,
-                    "misfire_grace_time": None,
-                },
+            firing = Firing(
+                self.runner,
+                self._max_workers,
+                upkeep=[("cronlease-clock-check", self._check_clock, CLOCK_CHECK_SECONDS)],
             )
-            self._apscheduler = apscheduler
-            self._groups.clear()
             for task in self._tasks.values():
-                self._add_to_group(task)
-            apscheduler.add_job(
-                self._check_clock,
-                trigger=IntervalTrigger(seconds=CLOCK_CHECK_SECONDS, timezone=timezone.utc),
-                id="cronlease-clock-check",
-                executor="local",
-                coalesce=True,
-                max_instances=1,
-                misfire_grace_time=None,
-            )
-            apscheduler.start()
+                firing.add(task)
+            self._firing = firing
+            firing.start()
             if self.runner.schema_ready:
                 self._start_catch_up()
             logger.info(
@@ -293,27 +250,6 @@ class Scheduler:
                 len(self._by_name),
                 self.store.url,
             )
-
-    def _add_to_group(self, task: Task) -> None:
-        """Fire ``task`` from the APScheduler job of its schedule, adding the job if new.
-
-        Members of a group have identical triggers, so a task joining a running
-        group fires at the instants its own job would have fired at.
-        """
-        assert self._apscheduler is not None
-        job_id = f"cronlease-schedule:{task.schedule.fingerprint}"
-        members = self._groups.get(job_id)
-        # a new tuple, never mutated: the executor reads it from another thread
-        self._groups[job_id] = (*members, task) if members else (task,)
-        if members:
-            return
-        self._apscheduler.add_job(
-            _never_called,
-            trigger=task.schedule.trigger,
-            id=job_id,
-            name=str(task.schedule),
-            replace_existing=True,
-        )
 
     @property
     def running_tasks(self) -> list[str]:
@@ -341,18 +277,8 @@ class Scheduler:
     def _on_database_ready(self) -> None:
         """First contact with the database: check the clock, compare schedules, catch up."""
         self._check_clock()
-        for row in self.store.leases(sorted(self._tasks)):
-            task = self._tasks.get(row.name)
-            if task and row.fingerprint and row.fingerprint != task.schedule.fingerprint:
-                self.stats.add("schedule_conflicts")
-                logger.error(
-                    "task %s is declared here as %r but was last run as %r: replicas disagree "
-                    "(during a rolling deploy both schedules may run)",
-                    row.name,
-                    task.schedule.fingerprint,
-                    row.fingerprint,
-                )
-        if self._apscheduler is not None:  # first contact came from a running replica's tick
+        report_schedule_conflicts(self.store.leases(sorted(self._tasks)), self._tasks, self.stats)
+        if self._firing is not None:  # first contact came from a running replica's tick
             self._start_catch_up()
 
     def _start_catch_up(self) -> None:
@@ -361,34 +287,7 @@ class Scheduler:
             if self._caught_up:
                 return
             self._caught_up = True
-        now = datetime.now(timezone.utc)
-        try:
-            rows = self.store.leases(sorted(self._tasks))
-        except StoreError as exc:
-            logger.warning("catch-up skipped: %s", exc)
-            return
-        for row in rows:
-            task = self._tasks.get(row.name)
-            missed = task.missed_ticks(row.slot, now) if task else []
-            if task and missed:
-                threading.Thread(
-                    target=self._catch_up,
-                    args=(task, missed),
-                    name=f"cronlease-catchup-{task.name}",
-                    daemon=True,
-                ).start()
-
-    def _catch_up(self, task: Task, missed: list[datetime]) -> None:
-        logger.info(
-            "%s: %d tick(s) were missed while no replica ran it; catching up (%s)",
-            task.full_name,
-            len(missed),
-            task.catchup,
-        )
-        for fire_time in missed:
-            # The slot gate makes this once fleet-wide: other starting replicas race for it too.
-            if self.runner.run_tick(task, fire_time, catch_up=True) is not None:
-                self.stats.add("ticks_caught_up")
+        start_catch_up(self.runner, self.store, self._tasks, self.stats)
 
     def shutdown(self, wait: bool = True, timeout: float | None = None) -> None:
         """Stop firing; with ``wait``, wait for running tasks (bounded) and release their leases.
@@ -399,11 +298,11 @@ class Scheduler:
         """
         self._stop_requested.set()
         with self._lock:
-            apscheduler, self._apscheduler = self._apscheduler, None
-        if apscheduler is None:
+            firing, self._firing = self._firing, None
+        if firing is None:
             return
         self.runner.stop_accepting()
-        apscheduler.shutdown(wait=False)
+        firing.shutdown()
         limit = self.shutdown_timeout if timeout is None else timeout
         if not wait or not self.runner.wait_idle(limit):
             self.runner.interrupt_running()
@@ -497,13 +396,3 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _adopt(engine: Engine) -> Engine:
-    """An engine for lease statements with the settings of the user's ``engine``."""
-    backend = engine.dialect.name
-    if backend == "postgresql":
-        return engine.execution_options(isolation_level="AUTOCOMMIT")
-    # SQLite needs BEGIN IMMEDIATE and MySQL a UTC session: both are set when
-    # connecting, so build a pool of our own from the same URL.
-    return create_store_engine(engine.url)

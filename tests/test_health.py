@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cronlease import Scheduler
 from cronlease._lease.model import AcquireRequest
-from cronlease._scheduler import HOUSEKEEPING_TASK
+from cronlease._run.housekeeping import HOUSEKEEPING_TASK
 from tests.support.leases import won
 from tests.support.procs import wait_for
 

@@ -61,8 +61,9 @@ def test_tasks_with_one_schedule_share_a_job_and_each_runs(tmp_path: object) -> 
         scheduler.add_task(note, every="1s", name=name)
     scheduler.add_task(note, every="2s", name="slow")
     with scheduler:
-        apscheduler = scheduler._apscheduler
-        assert apscheduler is not None
+        firing = scheduler._firing
+        assert firing is not None
+        apscheduler = firing.apscheduler
 
         def leased_jobs() -> int:
             return sum(job.executor == "default" for job in apscheduler.get_jobs())

@@ -24,7 +24,7 @@ from sqlalchemy.exc import ArgumentError
 
 from cronlease.errors import ConfigError
 
-__all__ = ["DEFAULT_URL", "create_store_engine", "normalize_url", "redact"]
+__all__ = ["DEFAULT_URL", "adopt_engine", "create_store_engine", "normalize_url", "redact"]
 
 DEFAULT_URL = "sqlite:///cronlease.db"
 CONNECT_TIMEOUT = 5
@@ -182,3 +182,12 @@ def _enable_wal(cursor: Any) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
+
+
+def adopt_engine(engine: Engine) -> Engine:
+    """An engine for lease statements with the settings of the user's ``engine``."""
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(isolation_level="AUTOCOMMIT")
+    # SQLite needs BEGIN IMMEDIATE and MySQL a UTC session: both are set when
+    # connecting, so build a pool of our own from the same URL.
+    return create_store_engine(engine.url)

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from apscheduler.executors.base import BaseExecutor
+from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 
 from cronlease._run.acquirer import Acquirer, Fired
 from cronlease._run.runner import TickRunner
@@ -35,7 +37,7 @@ from cronlease._run.ticks import Tick
 from cronlease._run.workers import WorkerPool
 from cronlease._task import Task
 
-__all__ = ["BatchingScheduler", "LeaseExecutor"]
+__all__ = ["BatchingScheduler", "Firing", "LeaseExecutor"]
 
 
 class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
@@ -99,3 +101,72 @@ class BatchingScheduler(BackgroundScheduler):  # type: ignore[misc]
                 if isinstance(executor, LeaseExecutor):
                     executor.flush()
         return wait_seconds
+
+
+def _never_called() -> None:  # APScheduler wants a callable per job; the executor runs the task
+    raise AssertionError("cronlease tasks are run by LeaseExecutor")
+
+
+class Firing:
+    """APScheduler as cronlease runs it: one job per schedule group, leased through the
+    :class:`LeaseExecutor`, plus replica-local upkeep jobs that are not leased."""
+
+    def __init__(
+        self,
+        runner: TickRunner,
+        max_workers: int,
+        upkeep: Sequence[tuple[str, Callable[[], None], float]] = (),
+    ) -> None:
+        # APScheduler job id -> the tasks it fires; entries are replaced, never mutated:
+        # the executor reads them from another thread
+        self._groups: dict[str, tuple[Task, ...]] = {}
+        self.apscheduler = BatchingScheduler(
+            timezone=timezone.utc,
+            executors={
+                "default": LeaseExecutor(runner, self._groups, max_workers),
+                # replica-local upkeep: every replica measures its own clock
+                "local": ThreadPoolExecutor(1),
+            },
+            job_defaults={
+                "coalesce": True,
+                # overlap and lateness are decided per tick on the tick path
+                "max_instances": 1_000_000,
+                "misfire_grace_time": None,
+            },
+        )
+        for job_id, call, seconds in upkeep:
+            self.apscheduler.add_job(
+                call,
+                trigger=IntervalTrigger(seconds=seconds, timezone=timezone.utc),
+                id=job_id,
+                executor="local",
+                coalesce=True,
+                max_instances=1,
+                misfire_grace_time=None,
+            )
+
+    def add(self, task: Task) -> None:
+        """Fire ``task`` from the job of its schedule, adding the job if new.
+
+        Members of a group have identical triggers, so a task joining a running
+        group fires at the instants its own job would have fired at.
+        """
+        job_id = f"cronlease-schedule:{task.schedule.fingerprint}"
+        members = self._groups.get(job_id)
+        self._groups[job_id] = (*members, task) if members else (task,)
+        if members:
+            return
+        self.apscheduler.add_job(
+            _never_called,
+            trigger=task.schedule.trigger,
+            id=job_id,
+            name=str(task.schedule),
+            replace_existing=True,
+        )
+
+    def start(self) -> None:
+        self.apscheduler.start()
+
+    def shutdown(self) -> None:
+        """Stop firing at once; runs in progress are the tick path's to wait for."""
+        self.apscheduler.shutdown(wait=False)

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from cronlease._lease.model import RunRecord
 from cronlease._lease.store import LeaseStore
-from cronlease._scheduler import HOUSEKEEPING_TASK
+from cronlease._run.housekeeping import HOUSEKEEPING_TASK
 from cronlease._status import (
     DeclaredTask,
     RunStatus,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from cronlease import __version__
+from cronlease._version import __version__
 from cronlease.cli.common import DISABLED_ENV
 from cronlease.cli.inspect import cmd_history, cmd_status
 from cronlease.cli.manage import (

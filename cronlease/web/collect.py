@@ -6,17 +6,31 @@ database password from any text that came from the driver or a task.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-from cronlease._scheduler import HOUSEKEEPING_TASK
+from cronlease._lease.store import LeaseStore
+from cronlease._run.housekeeping import HOUSEKEEPING_TASK
+from cronlease._scheduler import Scheduler
 from cronlease._status import MIN_SCRUBBED_PASSWORD as MIN_SCRUBBED_PASSWORD
-from cronlease._status import health_json, read_status, report_json
-
-if TYPE_CHECKING:
-    from cronlease.web.app import StatusPage
+from cronlease._status import DeclaredTask, health_json, read_status, report_json
 
 
-def collect_status(page: StatusPage) -> dict[str, Any]:
+class PageSource(Protocol):
+    """What the page is built from (a :class:`cronlease.web.app.StatusPage`)."""
+
+    @property
+    def store(self) -> LeaseStore: ...
+
+    scheduler: Scheduler | None
+    namespace: str | None
+    runs: int
+    title: str
+
+    def declared_tasks(self) -> Sequence[DeclaredTask] | None: ...
+
+
+def collect_status(page: PageSource) -> dict[str, Any]:
     """Everything the page shows, as JSON-ready data. Reads only; never raises StoreError."""
     report = read_status(
         page.store,
