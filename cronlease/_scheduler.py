@@ -23,7 +23,7 @@ from cronlease._lease.database import adopt_engine, create_store_engine
 from cronlease._lease.model import check_task_name
 from cronlease._lease.store import LeaseStore
 from cronlease._run.fire import Firing
-from cronlease._run.housekeeping import HOUSEKEEPING_TASK, housekeeping_task
+from cronlease._run.housekeeping import housekeeping_task
 from cronlease._run.runner import TickRunner
 from cronlease._run.startup import report_schedule_conflicts, start_catch_up
 from cronlease._stats import Stats
