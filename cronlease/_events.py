@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
+from cronlease._lease.model import Outcome
+
 __all__ = [
     "ClockChecked",
     "DatabaseRecovered",
@@ -71,7 +73,7 @@ class RunFinished(Event):
     slot: int
     fence: int
     manual: bool
-    outcome: str
+    outcome: Outcome
     duration: float
     error: str | None
 

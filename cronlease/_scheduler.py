@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 
 from cronlease._events import ClockChecked, Event, EventBus
 from cronlease._lease.database import adopt_engine, create_store_engine
-from cronlease._lease.model import check_task_name
+from cronlease._lease.model import Outcome, check_task_name
 from cronlease._lease.store import LeaseStore
 from cronlease._run.fire import Firing
 from cronlease._run.housekeeping import housekeeping_task
@@ -374,7 +374,7 @@ class Scheduler:
         self.runner.ensure_schema()
         self.store.resume(task.full_name)
 
-    def run_now(self, name: str) -> str | None:
+    def run_now(self, name: str) -> Outcome | None:
         """Run a task once now, in this thread, through its lease (manual run).
 
         Returns the outcome, or None when the lease is held (a run is in

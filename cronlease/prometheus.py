@@ -56,6 +56,7 @@ from cronlease._events import (
     RunStarted,
     TickSkipped,
 )
+from cronlease._lease.model import Outcome
 
 if TYPE_CHECKING:
     from cronlease._scheduler import Scheduler
@@ -81,7 +82,7 @@ DURATION_BUCKETS = (
     900.0,
     3600.0,
 )
-_OUTCOMES = ("succeeded", "failed")
+_OUTCOMES: tuple[Outcome, ...] = ("succeeded", "failed")
 
 
 class Metrics:

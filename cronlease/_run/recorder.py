@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from cronlease._events import EventBus, RunFinished
-from cronlease._lease.model import Finish
+from cronlease._lease.model import Finish, Outcome
 from cronlease._lease.store import LeaseStore
 from cronlease._run.active import ActiveRun, ActiveRuns
 from cronlease._run.execution import Ended
@@ -148,7 +148,7 @@ class Recorder:
         self._finisher.close()
 
 
-def _not_recorded(run: ActiveRun, outcome: str, error: StoreError) -> None:
+def _not_recorded(run: ActiveRun, outcome: Outcome, error: StoreError) -> None:
     logger.warning(
         "%s (slot %s): could not record the outcome %s: %s; the lease expires by itself",
         run.task.full_name,

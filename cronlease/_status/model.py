@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Literal, get_args
 
-from cronlease._lease.model import RunRecord
+from cronlease._lease.model import Outcome, RunRecord
 from cronlease._status.rules import holder_id, summarize_error
 from cronlease._timing.clock import ClockCheck
 from cronlease._timing.schedule import time_of_slot
@@ -46,7 +46,7 @@ class RunStatus:
     started_at: datetime
     finished_at: datetime | None
     duration: float | None
-    outcome: str
+    outcome: Outcome
     error: str | None
     error_summary: str | None = field(init=False)
 
