@@ -380,3 +380,61 @@ def test_cronlease_layout(
 ) -> None:
     found = check(cronlease_modules)
     assert not found, "\n".join(found)
+
+
+# --- the tick path, as data ------------------------------------------------------------
+
+#: the stages of a tick in the order a reader follows one (docs/design.md §4): a stage may
+#: import only stages before it, so each module is entered once, in one direction
+TICK_PATH = [
+    "cronlease._run.ticks",
+    "cronlease._run.admission",
+    "cronlease._run.acquisition",
+    "cronlease._run.active",
+    "cronlease._run.execution",
+    "cronlease._run.recorder",
+    "cronlease._run.runner",
+    "cronlease._run.acquirer",
+    "cronlease._run.fire",
+]
+
+
+def backward_imports(modules: dict[str, Module], path: list[str]) -> list[str]:
+    """Imports of a later stage by an earlier one (or of a stage by the lower layers)."""
+    order = {name: index for index, name in enumerate(path)}
+    found = []
+    for edge in import_edges(modules):
+        if edge.target not in order:
+            continue
+        source = order.get(edge.source)
+        if source is None and edge.source.startswith(("cronlease._lease", "cronlease._timing")):
+            source = -1  # the lease and timing layers know nothing of the tick path
+        if source is not None and source < order[edge.target]:
+            found.append(
+                f"{where(modules[edge.source], edge.line)} imports {edge.target}, "
+                "a later stage of the tick path"
+            )
+    return found
+
+
+def test_a_stage_importing_a_later_one_is_found(tmp_path: Path) -> None:
+    modules = make_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "first.py": "from pkg import second\n",
+            "second.py": "",
+        },
+    )
+    assert backward_imports(modules, ["pkg.first", "pkg.second"]) == [
+        "pkg/first.py:1 imports pkg.second, a later stage of the tick path"
+    ]
+    assert backward_imports(modules, ["pkg.second", "pkg.first"]) == []
+
+
+def test_the_tick_path_crosses_each_module_once_in_one_direction(
+    cronlease_modules: dict[str, Module],
+) -> None:
+    assert all(name in cronlease_modules for name in TICK_PATH), "a stage was renamed"
+    found = backward_imports(cronlease_modules, TICK_PATH)
+    assert not found, "\n".join(found)

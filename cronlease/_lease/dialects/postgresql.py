@@ -29,7 +29,7 @@ from cronlease._lease.dialects.base import (
     acquire_rows,
 )
 from cronlease._lease.dialects.driver import DriverStatement
-from cronlease._lease.dialects.on_conflict import build_set_paused
+from cronlease._lease.dialects.on_conflict import build_set_paused, take_if_free
 from cronlease._lease.model import AcquireRequest, Finish, LeaseState
 from cronlease._lease.schema import leases, runs
 
@@ -57,13 +57,7 @@ WITH batch AS (
       FROM batch b
      WHERE b.slot < 0 OR b.slot::float8 / 1000.0 <= {NOW_SQL} + b.tolerance
      ORDER BY b.name
-    ON CONFLICT (name) DO UPDATE
-       SET holder = excluded.holder, fence = l.fence + 1,
-           slot = CASE WHEN excluded.slot < 0 THEN l.slot ELSE excluded.slot END,
-           acquired_at = excluded.acquired_at, expires_at = excluded.expires_at,
-           fingerprint = excluded.fingerprint
-     WHERE l.expires_at < {NOW_SQL} AND NOT l.paused
-       AND (excluded.slot < 0 OR l.slot < excluded.slot)
+    {take_if_free(NOW_SQL)}
     RETURNING l.name, l.fence, l.holder, l.acquired_at
 ), abandoned AS (
     UPDATE {runs.name} r SET outcome = 'abandoned', error = :b_abandoned

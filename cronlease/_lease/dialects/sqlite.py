@@ -20,7 +20,7 @@ from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.engine import Connection
 
 from cronlease._lease.dialects.base import Statements, acquire_rows, state_after_upsert
-from cronlease._lease.dialects.on_conflict import build_set_paused
+from cronlease._lease.dialects.on_conflict import build_set_paused, take_if_free
 from cronlease._lease.model import AcquireRequest, Finish, LeaseState
 from cronlease._lease.schema import leases
 
@@ -47,13 +47,7 @@ SELECT {_field("name")}, {_field("holder")}, 1, {_field("slot")}, {NOW_SQL},
   FROM json_each(:b_batch)
  WHERE {_field("slot")} < 0 OR {_field("slot")} / 1000.0 <= {NOW_SQL} + {_field("tolerance")}
  ORDER BY 1
-ON CONFLICT (name) DO UPDATE
-   SET holder = excluded.holder, fence = l.fence + 1,
-       slot = CASE WHEN excluded.slot < 0 THEN l.slot ELSE excluded.slot END,
-       acquired_at = excluded.acquired_at, expires_at = excluded.expires_at,
-       fingerprint = excluded.fingerprint
- WHERE l.expires_at < {NOW_SQL} AND NOT l.paused
-   AND (excluded.slot < 0 OR l.slot < excluded.slot)
+{take_if_free(NOW_SQL)}
 RETURNING name, fence, holder, acquired_at
 """
 )
