@@ -74,6 +74,15 @@ class Proc:
             self.popen.wait(timeout=10)
 
 
+def process_gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except FileNotFoundError:
+        return True
+
+
 def wait_for(
     predicate: Callable[[], T],
     timeout: float = 5.0,

@@ -27,8 +27,7 @@ import pytest
 from cronlease import LeaseStore
 from cronlease._lease.model import AcquireRequest
 from tests.conftest import url_for
-from tests.support.procs import wait_for
-from tests.test_commands import process_gone
+from tests.support.procs import ROOT, process_gone, wait_for
 
 CLI = [sys.executable, "-m", "cronlease"]
 BACKENDS = ["sqlite", "postgresql"]
@@ -521,7 +520,7 @@ def test_import_crontab_prints_a_config_that_checks(tmp_path: Path) -> None:
 def test_the_example_config_runs_a_call_task_and_a_command_task(
     tmp_path: Path, replicas: list[Replica]
 ) -> None:
-    example = Path(__file__).resolve().parent.parent / "examples" / "cronlease.toml"
+    example = ROOT / "examples" / "cronlease.toml"
     replica = Replica("run", "-c", str(example), cwd=tmp_path)
     replicas.append(replica)
     replica.wait_for_log(r"INFO jobs: hello from slot")
