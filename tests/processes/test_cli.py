@@ -531,7 +531,7 @@ def test_the_example_config_runs_a_call_task_and_a_command_task(
     replica = Replica("run", "-c", str(example), cwd=tmp_path)
     replicas.append(replica)
     replica.wait_for_log(r"INFO jobs: hello from slot")
-    replica.wait_for_log(r"INFO cronlease\.task\.disk-usage: disk-usage ran for \d{4}-")
+    replica.wait_for_log(r"INFO cronlease\._task\.disk-usage: disk-usage ran for \d{4}-")
     replica.process.send_signal(signal.SIGINT)
     assert replica.wait() == 0, replica.output
     assert "Traceback" not in replica.output
