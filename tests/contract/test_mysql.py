@@ -1,11 +1,16 @@
 """The MySQL/MariaDB backend against a real server, beyond the shared contract suite.
 
+- Real OS processes released by a start gate race for the same slot, round
+  after round, under READ COMMITTED sessions (cronlease's own engine) and
+  REPEATABLE READ sessions (a user's engine, also in a non-UTC time zone).
+  Wins are counted at a side-effect ledger without a unique constraint.
+- A brand-new task name raced by every process at once, and neighbouring
+  task names raced together (their winners write neighbouring index entries).
+  (These two are in tests/processes/test_mysql_race.py, with this module's
+  fixtures; the rest is here.)
 - An acquisition chosen as a deadlock victim is retried once and wins.
 - A session time zone other than UTC, even in a daylight-saving fold, does
   not move lease times; task names are case-sensitive and keep any Unicode.
-
-The race of real OS processes for the same slots is in
-tests/processes/test_mysql_race.py (with this module's fixtures).
 
 The server is ``CRONLEASE_TEST_MYSQL_URL`` (default the local MariaDB); an
 unreachable server skips, or fails when ``CRONLEASE_TEST_REQUIRE`` names mysql.
@@ -79,6 +84,12 @@ def unique_name(prefix: str = "mysql") -> str:
 def server_slot(store: LeaseStore) -> int:
     """A slot a minute behind the database clock, so it and its successors are never 'future'."""
     return int(store.database_time() * 1000) - 60_000
+
+
+def ledger_rows(raw: Engine, ledger: str) -> list[tuple[str, int, int, int]]:
+    with raw.connect() as conn:
+        rows = conn.execute(text(f"SELECT task, slot, fence, pid FROM {ledger} ORDER BY id")).all()
+    return [(str(task), int(slot), int(fence), int(pid)) for task, slot, fence, pid in rows]
 
 
 # --- a deadlock victim is retried once -------------------------------------------

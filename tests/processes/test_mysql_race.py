@@ -20,12 +20,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from cronlease._lease.store import LeaseStore
 from tests.contract import test_mysql
-from tests.contract.test_mysql import ODD_TIME_ZONES, server_slot, unique_name
+from tests.contract.test_mysql import ODD_TIME_ZONES, ledger_rows, server_slot, unique_name
 from tests.support.procs import Proc
 
 PROCESSES = 8
@@ -88,12 +87,6 @@ class Race:
         for index, err in enumerate(stderrs):
             (self.tmp_path / f"worker-{index}.err").write_text(err)
         return stderrs
-
-
-def ledger_rows(raw: Engine, ledger: str) -> list[tuple[str, int, int, int]]:
-    with raw.connect() as conn:
-        rows = conn.execute(text(f"SELECT task, slot, fence, pid FROM {ledger} ORDER BY id")).all()
-    return [(str(task), int(slot), int(fence), int(pid)) for task, slot, fence, pid in rows]
 
 
 def lock_problems(outcomes: list[str], stderrs: list[str]) -> list[str]:
