@@ -1,7 +1,12 @@
 """Shared fixtures: real databases, skipped with a visible reason when unreachable.
 
 ``CRONLEASE_TEST_POSTGRES_URL`` / ``CRONLEASE_TEST_MYSQL_URL`` point at the
-servers (default: the local services). ``CRONLEASE_TEST_REQUIRE`` (e.g.
+servers (default: the ``test`` databases of the local services). A run never
+writes to those databases themselves: it creates a PostgreSQL schema and a
+MySQL/MariaDB database of its own, ``cronlease_test_<8 hex>``, on first use,
+and drops both at the end of the session, passed or failed; the session fails
+if a ``cronlease%`` table was left in the configured databases
+(tests/support/databases.py). ``CRONLEASE_TEST_REQUIRE`` (e.g.
 ``postgresql,mysql``) turns an unreachable server into a failure instead of
 a skip, so CI cannot pass by skipping.
 """
@@ -15,52 +20,51 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 
-from cronlease._lease.database import normalize_url
 from cronlease._lease.store import LeaseStore
+from tests.support import databases
 from tests.support.procs import wait_for
 
-POSTGRES_URL = os.environ.get(
-    "CRONLEASE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
-MYSQL_URL = os.environ.get("CRONLEASE_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+# The configured databases; tests get their run's own ones from url_for().
+POSTGRES_URL = databases.CONFIGURED["postgresql"]
+MYSQL_URL = databases.CONFIGURED["mysql"]
 REQUIRED = {
     name.strip()
     for name in os.environ.get("CRONLEASE_TEST_REQUIRE", "").replace(",", " ").split()
     if name.strip()
 }
 BACKENDS = ["sqlite", "postgresql", "mysql"]
-_unreachable: dict[str, str | None] = {}
-
-
-def _server_problem(backend: str) -> str | None:
-    """Why the backend's server cannot be used, or None if it can (cached per session)."""
-    if backend not in _unreachable:
-        url = POSTGRES_URL if backend == "postgresql" else MYSQL_URL
-        try:
-            engine = create_engine(normalize_url(url), connect_args={"connect_timeout": 3})
-            with engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-            engine.dispose()
-            _unreachable[backend] = None
-        except Exception as exc:  # any failure means: not usable here
-            _unreachable[backend] = (
-                f"{backend} at {url} is unreachable: {type(exc).__name__}: {exc}"
-            )
-    return _unreachable[backend]
 
 
 def url_for(backend: str, tmp_path: Path) -> str:
-    """A database URL for ``backend``; skips (or fails when required) if it is unreachable."""
+    """A database URL for ``backend``; skips (or fails when required) if it is unreachable.
+
+    PostgreSQL and MySQL/MariaDB: the URL of this run's own schema/database.
+    """
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'cronlease.db'}"
-    problem = _server_problem(backend)
+    problem = databases.problem(backend)
     if problem is not None:
         if backend in REQUIRED:
             pytest.fail(f"{problem} (CRONLEASE_TEST_REQUIRE names it)")
         pytest.skip(problem)
-    return POSTGRES_URL if backend == "postgresql" else MYSQL_URL
+    return databases.url(backend)
+
+
+_cleanup_report: list[str] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Drop the run's schema and database; fail the session if anything was left behind."""
+    done, wrong = databases.finish()
+    _cleanup_report[:] = [*done, *(f"LEFT BEHIND: {line}" for line in wrong)]
+    if wrong and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in _cleanup_report:
+        terminalreporter.write_line(f"cronlease test databases: {line}")
 
 
 @pytest.fixture(params=BACKENDS)

@@ -7,6 +7,7 @@ It is written with plain SQLAlchemy, not through cronlease.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from functools import cache
 
 from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, create_engine, select
@@ -47,3 +48,12 @@ def entries(url: str, task: str) -> list[tuple[int, int]]:
             select(ledger.c.slot, ledger.c.pid).where(ledger.c.task == task).order_by(ledger.c.slot)
         ).all()
     return [(int(slot), int(pid)) for slot, pid in rows]
+
+
+def assert_every_slot_once(slots: list[int], step_ms: int = 1000) -> None:
+    counts = Counter(slots)
+    duplicates = {slot: n for slot, n in counts.items() if n > 1}
+    assert not duplicates, f"slots run more than once: {duplicates}"
+    expected = list(range(min(slots), max(slots) + step_ms, step_ms))
+    missing = sorted(set(expected) - set(slots))
+    assert not missing, f"slots never run: {missing}"

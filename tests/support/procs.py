@@ -1,4 +1,16 @@
-"""Real OS processes for tests: spawn, read lines with a deadline, stop."""
+"""Real OS processes for tests: the one way tests start a Python replica or worker process.
+
+``Proc("-m", "tests.support.replica", url, task, env={...})`` runs
+``python -m tests.support.replica URL TASK`` from the repository root, with
+the repository on ``PYTHONPATH`` and the test's environment plus ``env``.
+The scripts it starts live in ``tests/support/`` and talk over stdin/stdout
+lines: :meth:`Proc.expect` waits for the next line (with a deadline),
+:meth:`Proc.send` writes one, :meth:`Proc.stop` asks the script to stop (a
+``stop`` line), :meth:`Proc.terminate` sends SIGTERM and :meth:`Proc.kill`
+SIGKILL. Every stdout line read is kept in :attr:`Proc.output`; stderr goes to
+a file, read with :meth:`Proc.stderr`. :func:`wait_for` polls any condition
+with a deadline.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +45,7 @@ class Proc:
             env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
+        self.output: list[str] = []  # every stdout line expect() has read, in order
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -42,14 +55,20 @@ class Proc:
         self._lines.put(None)
 
     def expect(self, prefix: str, timeout: float = 30.0) -> str:
-        """The next stdout line, which must start with ``prefix``."""
+        """The next stdout line, which must start with ``prefix`` (``""``: any line).
+
+        Fails if no line comes within ``timeout`` seconds or the process exits first.
+        """
         try:
-            line = self._lines.get(timeout=timeout)
+            line = self._lines.get(timeout=max(0.0, timeout))
         except queue.Empty:
             raise AssertionError(
                 f"no {prefix!r} line within {timeout} s; stderr:\n{self.stderr()}"
             ) from None
-        if line is None or not line.startswith(prefix):
+        if line is None:
+            raise AssertionError(f"expected {prefix!r}, but it exited; stderr:\n{self.stderr()}")
+        self.output.append(line)
+        if not line.startswith(prefix):
             raise AssertionError(f"expected {prefix!r}, got {line!r}; stderr:\n{self.stderr()}")
         return line
 
@@ -62,6 +81,19 @@ class Proc:
         self.stderr_file.seek(0)
         return self.stderr_file.read()
 
+    def stop(self, timeout: float = 30.0) -> int:
+        """Send ``stop`` (the support scripts' last command), wait; SIGKILL if it hangs.
+
+        The exit status (negative: the signal that ended it).
+        """
+        if self.popen.poll() is None:
+            try:
+                self.send("stop")
+                return self.popen.wait(timeout=timeout)
+            except (OSError, subprocess.TimeoutExpired):
+                self.kill()
+        return self.popen.wait()
+
     def terminate(self, timeout: float = 30.0) -> int:
         """SIGTERM, then wait for the exit status."""
         if self.popen.poll() is None:
@@ -72,6 +104,15 @@ class Proc:
         if self.popen.poll() is None:
             self.popen.kill()
             self.popen.wait(timeout=10)
+
+
+def process_gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except FileNotFoundError:
+        return True
 
 
 def wait_for(

@@ -25,8 +25,8 @@ import pytest
 
 from tests.conftest import url_for
 from tests.support import ledger
+from tests.support.ledger import assert_every_slot_once
 from tests.support.procs import ROOT, wait_for
-from tests.test_replicas import assert_every_slot_once
 
 pytestmark = pytest.mark.slow
 

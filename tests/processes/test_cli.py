@@ -28,8 +28,7 @@ from cronlease import LeaseStore
 from cronlease._lease.model import AcquireRequest
 from tests.conftest import url_for
 from tests.support.leases import won
-from tests.support.procs import wait_for
-from tests.test_commands import process_gone
+from tests.support.procs import ROOT, process_gone, wait_for
 
 CLI = [sys.executable, "-m", "cronlease"]
 BACKENDS = ["sqlite", "postgresql"]
@@ -214,6 +213,7 @@ def test_check_lists_tasks_with_schedule_ttl_and_next_fire_times(tmp_path: Path)
 # --- the fleet: two replicas, pause, resume, status, history ---------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_two_replicas_run_each_slot_once_and_pause_resume_fleet_wide(
     backend: str, tmp_path: Path, namespace: str, replicas: list[Replica]
@@ -290,6 +290,7 @@ shell = true
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_trigger_runs_once_and_is_refused_while_a_run_is_in_progress(
     backend: str, tmp_path: Path, namespace: str, replicas: list[Replica]
@@ -362,6 +363,7 @@ def test_sigterm_waits_for_the_running_task_then_exits_0(
     assert len(ledger(book)) == 1  # stopped firing at SIGTERM
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_sigterm_past_the_grace_records_the_run_interrupted_and_kills_it(
     backend: str, tmp_path: Path, namespace: str, replicas: list[Replica]
@@ -385,6 +387,7 @@ def test_sigterm_past_the_grace_records_the_run_interrupted_and_kills_it(
     assert task["last_run"]["outcome"] == "interrupted"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_command_past_its_timeout_is_killed_with_its_children_and_timed_out(
     backend: str, tmp_path: Path, namespace: str
@@ -413,6 +416,7 @@ def test_a_command_past_its_timeout_is_killed_with_its_children_and_timed_out(
     assert run["outcome"] == "timed_out" and "timeout of 1 s" in run["error"]
 
 
+@pytest.mark.slow
 def test_disabled_replica_fires_nothing_and_exits_0_on_sigterm(
     tmp_path: Path, replicas: list[Replica]
 ) -> None:
@@ -476,6 +480,7 @@ def test_status_check_fails_on_an_overdue_task_and_shows_clock_skew(tmp_path: Pa
     assert cli("status", "--check", cwd=tmp_path).returncode == 0  # paused is not overdue
 
 
+@pytest.mark.slow
 def test_init_db_and_errors_exit_codes(tmp_path: Path) -> None:
     database = tmp_path / "fresh.db"
     created = cli("init-db", "--database", f"sqlite:///{database}", cwd=tmp_path)
@@ -521,10 +526,11 @@ def test_import_crontab_prints_a_config_that_checks(tmp_path: Path) -> None:
     assert 'cron = "5 4 * * sun"' in system.stdout and "ran as user 'root'" in system.stdout
 
 
+@pytest.mark.slow
 def test_the_example_config_runs_a_call_task_and_a_command_task(
     tmp_path: Path, replicas: list[Replica]
 ) -> None:
-    example = Path(__file__).resolve().parent.parent / "examples" / "cronlease.toml"
+    example = ROOT / "examples" / "cronlease.toml"
     replica = Replica("run", "-c", str(example), cwd=tmp_path)
     replicas.append(replica)
     replica.wait_for_log(r"INFO jobs: hello from slot")

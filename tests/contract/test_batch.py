@@ -2,38 +2,28 @@
 
 The contract and multi-process suites run through the batched path already
 (the Scheduler's executor uses it); these tests pin what is specific to it:
-refusal reasons per task, concurrent overlapping batches without deadlock,
-late pickup, and real replica processes with many tasks each, counted at
-the side-effect ledger. Run as ``python -m tests.test_batch URL PREFIX COUNT``
-this module is one such replica.
+refusal reasons per task, concurrent overlapping batches without deadlock and
+late pickup. Real replica processes with many tasks each, counted at the
+side-effect ledger, are in tests/processes/test_batch_replicas.py.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import random
-import sys
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
-from sqlalchemy import create_engine, select
 
-from cronlease import RunContext, Scheduler
+from cronlease import Scheduler
 from cronlease._events import TickSkipped
-from cronlease._lease.database import normalize_url
 from cronlease._lease.model import AcquireRequest, Finish, Lease, Refusal
 from cronlease._lease.store import LeaseStore
 from cronlease._timing.schedule import time_of_slot
 from cronlease.errors import StoreError
-from tests.support import ledger
-from tests.support.procs import Proc, wait_for
-
-REPLICAS = 3
-TASKS = 50
+from tests.support.procs import wait_for
 
 
 def now_slot() -> int:
@@ -195,92 +185,3 @@ def _tick(task: object, fire_time: datetime) -> object:
     from cronlease._run.ticks import Tick
 
     return Tick(task, fire_time)  # type: ignore[arg-type]
-
-
-@pytest.mark.slow
-def test_replica_processes_with_many_tasks_run_every_slot_once(db_url: str, task_name: str) -> None:
-    ledger.setup(db_url)
-    replicas = [
-        Proc("-m", "tests.test_batch", db_url, task_name, str(TASKS)) for _ in range(REPLICAS)
-    ]
-    try:
-        for replica in replicas:
-            replica.expect("started")
-        start_ms = (int(time.time()) + 1) * 1000
-
-        def slots_with_all_up() -> int:
-            return len({slot for _, slot in _ledger_rows(db_url, task_name) if slot >= start_ms})
-
-        wait_for(lambda: slots_with_all_up() >= 4, 30, "four slots with every replica up")
-    finally:
-        codes = [replica.terminate() for replica in replicas]
-    assert codes == [0] * REPLICAS, [replica.stderr()[-2000:] for replica in replicas]
-    stats = [_stats_line(replica) for replica in replicas]
-    rows = _ledger_rows(db_url, task_name)
-    by_task: dict[str, list[int]] = defaultdict(list)
-    for task, slot in rows:
-        by_task[task].append(slot)
-    assert len(by_task) == TASKS
-    for task, slots in by_task.items():
-        counts = Counter(slots)
-        assert max(counts.values()) == 1, (task, [s for s, n in counts.items() if n > 1])
-        expected = set(range(min(slots), max(slots) + 1000, 1000))
-        assert not expected - set(slots), (task, sorted(expected - set(slots)))
-    # every task ran in the slots all replicas were up for, spread over the replicas
-    assert all(sum(s >= start_ms for s in slots) >= 3 for slots in by_task.values())
-    # and the replicas acquired them in batches, not one statement per task
-    for stat in stats:
-        assert stat["acquire_batches"] > 0
-        assert stat["acquire_batch_ticks"] / stat["acquire_batches"] >= TASKS / 2, stat
-
-
-def _ledger_rows(url: str, prefix: str) -> list[tuple[str, int]]:
-    table = ledger.ledger
-    with ledger._engine(url).connect() as conn:
-        rows = conn.execute(
-            select(table.c.task, table.c.slot).where(table.c.task.like(f"{prefix}-%"))
-        ).all()
-    return [(str(task), int(slot)) for task, slot in rows]
-
-
-def _stats_line(replica: Proc) -> dict[str, int]:
-    line = replica.expect("stats", timeout=10)
-    return {key: int(value) for key, value in (pair.split("=") for pair in line.split()[1:])}
-
-
-def replica_main(url: str, prefix: str, count: int) -> None:
-    """One replica process: ``count`` tasks every second, each appending its slot to the ledger."""
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
-    )
-    scheduler = Scheduler(url, history_retention=None)
-    # A pooled ledger connection per worker: a connection per append (as in
-    # tests/support/ledger.py) costs MariaDB more than the runs can spare here.
-    connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
-    engine = create_engine(normalize_url(url), pool_size=16, connect_args=connect_args)
-    for index in range(count):
-        name = f"{prefix}-{index:03d}"
-
-        def write(ctx: RunContext, name: str = name) -> None:
-            with engine.begin() as conn:
-                conn.execute(
-                    ledger.ledger.insert().values(task=name, slot=ctx.slot, pid=os.getpid())
-                )
-
-        scheduler.add_task(write, every="1s", name=name)
-
-    def announce() -> None:
-        while not scheduler.running:
-            threading.Event().wait(0.01)
-        print("started", flush=True)
-
-    threading.Thread(target=announce, daemon=True).start()
-    scheduler.run_forever()
-    stats = scheduler.stats.snapshot()
-    keys = ["acquire_batches", "acquire_batch_ticks", "ticks_missed"]
-    keys += sorted(key for key in stats if key.startswith("ticks_skipped_") or "lease" in key)
-    print("stats", " ".join(f"{key}={stats.get(key, 0)}" for key in keys), flush=True)
-
-
-if __name__ == "__main__":
-    replica_main(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -6,6 +6,8 @@
   Wins are counted at a side-effect ledger without a unique constraint.
 - A brand-new task name raced by every process at once, and neighbouring
   task names raced together (their winners write neighbouring index entries).
+  (These two are in tests/processes/test_mysql_race.py, with this module's
+  fixtures; the rest is here.)
 - An acquisition chosen as a deadlock victim is retried once and wins.
 - A session time zone other than UTC, even in a daylight-saving fold, does
   not move lease times; task names are case-sensitive and keep any Unicode.
@@ -16,18 +18,10 @@ unreachable server skips, or fails when ``CRONLEASE_TEST_REQUIRE`` names mysql.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
-import queue
-import random
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,77 +36,8 @@ from tests.conftest import url_for
 from tests.support.leases import won
 from tests.support.procs import wait_for
 
-ROOT = Path(__file__).resolve().parents[1]
-PROCESSES = 8
-RACE_ROUNDS = 200
-NEW_NAME_ROUNDS = 40
-NEIGHBOURS = 6
-NEIGHBOUR_ROUNDS = 80
 # Offsets, not zone names: MariaDB knows zone names only once its time zone tables are loaded.
 ODD_TIME_ZONES = ["+05:30", "-09:30", "+12:45", "+03:00"]
-# MySQL/MariaDB error 1213 "Deadlock found ...", 1205 "Lock wait timeout exceeded ..."
-LOCK_ERRORS = ("deadlock", "lock wait")
-
-# One replica for the race: it prints "ready <isolation>", then for every
-# "go <slot> <task>..." line (the start gate) tries to acquire each task's
-# lease for that slot, in random order; for each it won, it appends to the
-# ledger and finishes the run (releasing the lease). It then prints "done"
-# and one outcome per task, in the order given: "won:<fence>", "lost" or
-# "error:<type>" (the traceback goes to stderr). Errors are never raised, so
-# one process failing cannot hide what the others did.
-WORKER = textwrap.dedent(
-    """
-    import logging, os, random, sys, traceback
-    from sqlalchemy import create_engine, text
-    from cronlease._lease.database import create_store_engine, normalize_url
-    from cronlease._lease.model import AcquireRequest, Lease
-    from cronlease._lease.store import LeaseStore
-
-    url, isolation, time_zone, ledger, holder = sys.argv[1:6]
-    logging.basicConfig(stream=sys.stderr, level=logging.DEBUG)
-    logging.getLogger("sqlalchemy").setLevel(logging.WARNING)
-    init = {"init_command": f"SET time_zone = '{time_zone}'"}
-    if isolation == "READ COMMITTED":
-        # cronlease's own engine, with a session time zone a user might pass in
-        engine = create_store_engine(url, connect_args=init)
-    else:
-        # a user's engine, as given to LeaseStore(engine)
-        engine = create_engine(normalize_url(url), isolation_level=isolation, connect_args=init)
-    store = LeaseStore(engine)
-    side_effects = create_engine(normalize_url(url), isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        level = conn.get_isolation_level()
-    store.database_time()  # a pooled connection, ready before the gate opens
-    print("ready", level.replace(" ", "_"), flush=True)
-
-    def attempt(name, slot):
-        try:
-            lease = store.acquire(AcquireRequest(name=name, slot=slot, ttl=60.0, holder=holder))
-            if not isinstance(lease, Lease):
-                return "lost"
-            with side_effects.connect() as conn:
-                conn.execute(
-                    text(f"INSERT INTO {ledger} (task, slot, fence, pid) VALUES (:t, :s, :f, :p)"),
-                    {"t": name, "s": slot, "f": lease.fence, "p": os.getpid()},
-                )
-            store.finish(lease, "succeeded")
-            return f"won:{lease.fence}"
-        except Exception as exc:
-            traceback.print_exc()
-            return f"error:{type(exc).__name__}"
-
-    for line in sys.stdin:
-        command = line.split()
-        if command[0] != "go":
-            break
-        slot, names = int(command[1]), command[2:]
-        outcomes = {}
-        for name in random.sample(names, len(names)):
-            outcomes[name] = attempt(name, slot)
-        print("done", *(outcomes[name] for name in names), flush=True)
-    store.dispose()
-    """
-)
 
 
 @pytest.fixture
@@ -162,250 +87,10 @@ def server_slot(store: LeaseStore) -> int:
     return int(store.database_time() * 1000) - 60_000
 
 
-# --- the multi-process race ----------------------------------------------------
-
-
-class Worker:
-    """One racing process; its stdout lines are read by a thread so reads can time out."""
-
-    def __init__(self, script: Path, *args: str, stderr_path: Path) -> None:
-        self.stderr_path = stderr_path
-        self._stderr = stderr_path.open("w")
-        self.popen = subprocess.Popen(
-            [sys.executable, str(script), *args],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.output: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def next_line(self, deadline: float) -> str:
-        try:
-            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise AssertionError(f"no answer in time; stderr:\n{self.stderr()}") from None
-        if line is None:
-            raise AssertionError(f"worker exited; stderr:\n{self.stderr()}")
-        self.output.append(line)
-        return line
-
-    def send(self, line: str) -> None:
-        assert self.popen.stdin is not None
-        self.popen.stdin.write(line + "\n")
-        self.popen.stdin.flush()
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text()
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            try:
-                self.send("stop")
-                self.popen.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                self.popen.kill()
-                self.popen.wait(timeout=10)
-        self._stderr.close()
-
-
-class Race:
-    """PROCESSES workers on one database, released together round after round."""
-
-    def __init__(self, tmp_path: Path, url: str, ledger: str, isolation: str, zones: list[str]):
-        script = tmp_path / "race_worker.py"
-        script.write_text(WORKER)
-        self.workers = [
-            Worker(
-                script,
-                url,
-                isolation,
-                zones[index % len(zones)],
-                ledger,
-                f"racer-{index}",
-                stderr_path=tmp_path / f"worker-{index}.err",
-            )
-            for index in range(PROCESSES)
-        ]
-        deadline = time.monotonic() + 60
-        self.levels = [tuple(worker.next_line(deadline).split()) for worker in self.workers]
-
-    def round(self, slot: int, names: list[str]) -> list[list[str]]:
-        """Open the gate for every worker (in random order); outcomes by worker, then task."""
-        order = list(self.workers)
-        random.shuffle(order)
-        for worker in order:
-            worker.send(f"go {slot} {' '.join(names)}")
-        deadline = time.monotonic() + 30
-        answers = [worker.next_line(deadline).split() for worker in self.workers]
-        assert all(answer[0] == "done" and len(answer) == len(names) + 1 for answer in answers)
-        return [answer[1:] for answer in answers]
-
-    def stop(self) -> list[str]:
-        """Stop every worker; the stderr of each (logging included)."""
-        for worker in self.workers:
-            worker.stop()
-        return [worker.stderr() for worker in self.workers]
-
-
 def ledger_rows(raw: Engine, ledger: str) -> list[tuple[str, int, int, int]]:
     with raw.connect() as conn:
         rows = conn.execute(text(f"SELECT task, slot, fence, pid FROM {ledger} ORDER BY id")).all()
     return [(str(task), int(slot), int(fence), int(pid)) for task, slot, fence, pid in rows]
-
-
-def lock_problems(outcomes: list[str], stderrs: list[str]) -> list[str]:
-    lines = outcomes + [line for err in stderrs for line in err.splitlines()]
-    return [line for line in lines if any(word in line.lower() for word in LOCK_ERRORS)]
-
-
-def race(
-    tmp_path: Path,
-    url: str,
-    ledger: str,
-    isolation: str,
-    zones: list[str],
-    rounds: list[tuple[int, list[str]]],
-) -> dict[tuple[int, str], list[str]]:
-    """Run the rounds with PROCESSES workers; the outcomes of each (slot, task), by worker.
-
-    Fails on any error or any deadlock / lock-wait message in any worker's output.
-    """
-    racers = Race(tmp_path, url, ledger, isolation, zones)
-    try:
-        assert [level for _, level in racers.levels] == [isolation.replace(" ", "_")] * PROCESSES
-        answers = [(slot, names, racers.round(slot, names)) for slot, names in rounds]
-    finally:
-        stderrs = racers.stop()
-    outcomes: dict[tuple[int, str], list[str]] = {}
-    for slot, names, by_worker in answers:
-        for index, name in enumerate(names):
-            outcomes[slot, name] = [worker[index] for worker in by_worker]
-    flat = [outcome for by_worker in outcomes.values() for outcome in by_worker]
-    errors = [outcome for outcome in flat if outcome.startswith("error")]
-    assert not errors, (errors[:5], [err for err in stderrs if err.strip()][:1])
-    problems = lock_problems(flat, stderrs)
-    assert not problems, problems[:5]
-    return outcomes
-
-
-def winning_fences(outcomes: dict[tuple[int, str], list[str]]) -> dict[tuple[int, str], int]:
-    """The fence of each (slot, task)'s one winner; fails unless every round had exactly one."""
-    fences = {}
-    for key, by_worker in outcomes.items():
-        won = [int(outcome.split(":")[1]) for outcome in by_worker if outcome.startswith("won:")]
-        assert len(won) == 1 and by_worker.count("lost") == PROCESSES - 1, (key, by_worker)
-        fences[key] = won[0]
-    return fences
-
-
-SESSIONS = pytest.mark.parametrize(
-    ("isolation", "zones"),
-    [("READ COMMITTED", ["+00:00"]), ("REPEATABLE READ", ODD_TIME_ZONES)],
-    ids=["read-committed", "repeatable-read"],
-)
-
-
-@pytest.mark.slow
-@SESSIONS
-def test_processes_race_for_each_slot_one_winner_per_round(
-    tmp_path: Path,
-    mysql_url: str,
-    store: LeaseStore,
-    raw: Engine,
-    ledger: str,
-    isolation: str,
-    zones: list[str],
-) -> None:
-    name = unique_name("race")
-    first_slot = server_slot(store)
-    slots = [first_slot + index for index in range(RACE_ROUNDS)]
-    started = time.monotonic()
-    outcomes = race(tmp_path, mysql_url, ledger, isolation, zones, [(s, [name]) for s in slots])
-    elapsed = time.monotonic() - started
-
-    fences = [winning_fences(outcomes)[slot, name] for slot in slots]
-    assert all(a < b for a, b in itertools.pairwise(fences)), fences
-    assert fences == list(range(1, RACE_ROUNDS + 1))  # every acquisition was a round's win
-    rows = ledger_rows(raw, ledger)
-    assert sorted(slot for _, slot, _, _ in rows) == slots  # once each: no duplicate, none missed
-    assert [fence for _, _, fence, _ in rows] == fences
-    by_pid = Counter(pid for _, _, _, pid in rows)
-    assert len(by_pid) > 1, by_pid  # the race was a race: different processes won
-    history = store.history(name, limit=RACE_ROUNDS + 10)
-    assert sorted(run.slot for run in history) == slots
-    assert {run.outcome for run in history} == {"succeeded"}
-    (row,) = store.leases([name])
-    assert (row.fence, row.slot) == (RACE_ROUNDS, slots[-1])
-    print(
-        f"{isolation}: {RACE_ROUNDS} rounds x {PROCESSES} processes in {elapsed:.1f} s;"
-        f" wins per process {sorted(by_pid.values(), reverse=True)}"
-    )
-
-
-@pytest.mark.slow
-@SESSIONS
-def test_processes_race_for_a_brand_new_task(
-    tmp_path: Path,
-    mysql_url: str,
-    store: LeaseStore,
-    raw: Engine,
-    ledger: str,
-    isolation: str,
-    zones: list[str],
-) -> None:
-    names = [unique_name("new") for _ in range(NEW_NAME_ROUNDS)]
-    slot = server_slot(store)
-    outcomes = race(tmp_path, mysql_url, ledger, isolation, zones, [(slot, [n]) for n in names])
-
-    assert set(winning_fences(outcomes).values()) == {1}
-    rows = ledger_rows(raw, ledger)
-    assert sorted(task for task, _, _, _ in rows) == sorted(names)
-    assert {(slot_, fence) for _, slot_, fence, _ in rows} == {(slot, 1)}
-    for info in store.leases(names):
-        assert (info.fence, info.slot, info.paused) == (1, slot, False)
-
-
-@pytest.mark.slow
-@SESSIONS
-def test_processes_race_for_neighbouring_tasks(
-    tmp_path: Path,
-    mysql_url: str,
-    store: LeaseStore,
-    raw: Engine,
-    ledger: str,
-    isolation: str,
-    zones: list[str],
-) -> None:
-    """Winners of adjacent task names record their runs at the same moment.
-
-    At REPEATABLE READ, marking a task's old runs abandoned would gap-lock the
-    runs index up to the next task's first run, where that task's winner is
-    inserting: the statements run at READ COMMITTED whatever the session says.
-    """
-    prefix = unique_name("near")
-    names = [f"{prefix}-{index}" for index in range(NEIGHBOURS)]
-    first_slot = server_slot(store)
-    slots = [first_slot + index for index in range(NEIGHBOUR_ROUNDS)]
-    outcomes = race(tmp_path, mysql_url, ledger, isolation, zones, [(s, names) for s in slots])
-
-    fences = winning_fences(outcomes)
-    for name in names:
-        assert [fences[slot, name] for slot in slots] == list(range(1, NEIGHBOUR_ROUNDS + 1))
-    rows = ledger_rows(raw, ledger)
-    assert sorted((task, slot) for task, slot, _, _ in rows) == sorted(
-        (name, slot) for name in names for slot in slots
-    )
 
 
 # --- a deadlock victim is retried once -------------------------------------------

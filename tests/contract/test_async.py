@@ -6,8 +6,12 @@ import asyncio
 import threading
 import time
 
+import pytest
+
 from cronlease import RunContext, RunStarted, Scheduler
 from tests.support.procs import wait_for
+
+pytestmark = pytest.mark.slow  # each waits for real ticks
 
 
 def test_async_tasks_run_on_the_loop_that_started_the_scheduler(

@@ -13,6 +13,8 @@ from tests.conftest import url_for
 from tests.support.procs import wait_for
 from tests.support.tcpproxy import TcpProxy
 
+pytestmark = pytest.mark.slow  # each waits for real ticks around an outage
+
 
 def outage_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [

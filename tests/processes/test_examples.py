@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.procs import ROOT, wait_for
 
 
+@pytest.mark.slow
 def test_quickstart_runs_ticks_and_stops_cleanly(tmp_path: Path) -> None:
     log = tmp_path / "quickstart.log"
     env = {k: v for k, v in os.environ.items() if k != "CRONLEASE_DATABASE_URL"}

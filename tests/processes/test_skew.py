@@ -9,8 +9,8 @@ import pytest
 from cronlease import LeaseStore
 from cronlease._timing.clock import measure_skew
 from tests.support import ledger
+from tests.support.ledger import assert_every_slot_once
 from tests.support.procs import Proc, wait_for
-from tests.test_replicas import assert_every_slot_once
 
 pytestmark = pytest.mark.slow
 

@@ -273,6 +273,7 @@ def test_make_server_binds_loopback_by_default(tmp_path: Path) -> None:
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_status_page_in_headless_chromium(scheduler: Scheduler, task_name: str) -> None:
     if CHROMIUM is None:

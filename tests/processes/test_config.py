@@ -281,6 +281,7 @@ def cli_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int
         return dict(pool.map(run, CASES))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_malformed_config_is_one_line_exit_2_and_nothing_starts(
     name: str, cli_results: dict[str, tuple[int, str, Path]]

@@ -6,7 +6,7 @@ read-back elsewhere (MySQL 8 has no RETURNING; there is no MySQL server here).
 Engines given to ``LeaseStore(engine)`` send one statement per request. The
 contract and batch suites run here again with the read-back and the
 statement-per-request paths forced on MariaDB (the default path runs in
-tests/test_contract.py), and the round trips, a failure midway through a
+tests/contract/test_contract.py), and the round trips, a failure midway through a
 request, and a connection killed midway are checked on the wire.
 """
 
@@ -31,14 +31,14 @@ from cronlease._lease.model import AcquireRequest, Finish, Lease, Refusal
 from cronlease._lease.store import LeaseStore
 from cronlease.errors import StoreError
 from tests.conftest import url_for
-from tests.support.leases import won
-from tests.support.procs import wait_for
-from tests.test_batch import (  # noqa: F401 (rerun here under every forced path)
+from tests.contract.test_batch import (  # noqa: F401 (rerun here under every forced path)
     test_a_batch_explains_each_refusal,
     test_a_batch_marks_abandoned_runs,
     test_a_batch_names_each_task_once,
 )
-from tests.test_contract import *  # noqa: F403 (rerun here under every forced path)
+from tests.contract.test_contract import *  # noqa: F403 (rerun here under every forced path)
+from tests.support.leases import won
+from tests.support.procs import wait_for
 
 FORCED = ["read-back", "statements"]
 

@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from cronlease import RunContext, Scheduler
 from tests.support import ledger
+from tests.support.ledger import assert_every_slot_once
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
 
 RACE_ROUNDS = 40
-
-
-def assert_every_slot_once(slots: list[int], step_ms: int = 1000) -> None:
-    counts = Counter(slots)
-    duplicates = {slot: n for slot, n in counts.items() if n > 1}
-    assert not duplicates, f"slots run more than once: {duplicates}"
-    expected = list(range(min(slots), max(slots) + step_ms, step_ms))
-    missing = sorted(set(expected) - set(slots))
-    assert not missing, f"slots never run: {missing}"
 
 
 def test_two_processes_race_for_each_tick(db_url: str, task_name: str) -> None:

@@ -128,7 +128,8 @@ def empty_database(backend: str, tmp_path: Path) -> Iterator[str]:
         return
     if backend != "postgresql":
         pytest.skip("cold start is exercised on SQLite and PostgreSQL here")
-    base = make_url(url_for("postgresql", tmp_path))
+    # the run's server, without its schema: the new database has only "public"
+    base = make_url(url_for("postgresql", tmp_path)).difference_update_query(["options"])
     name = f"cronlease_cold_{uuid.uuid4().hex[:8]}"
     admin = create_engine(normalize_url(base), isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from cronlease import Scheduler
 from cronlease._lease.model import AcquireRequest
 from cronlease._run.housekeeping import HOUSEKEEPING_TASK
@@ -31,6 +33,7 @@ def test_overdue_task_is_reported_until_paused(db_url: str, task_name: str) -> N
     assert scheduler.health().ok
 
 
+@pytest.mark.slow
 def test_running_fleet_is_healthy(db_url: str, task_name: str) -> None:
     scheduler = Scheduler(db_url)
     slots: list[int] = []
@@ -49,6 +52,7 @@ def test_unreachable_database_fails_the_probe(tmp_path: Path) -> None:
     assert any("database unreachable" in problem for problem in report.problems)
 
 
+@pytest.mark.slow
 def test_housekeeping_prunes_old_history_of_its_own_tasks(db_url: str, task_name: str) -> None:
     other = Scheduler(db_url)
     other.add_task(lambda: None, every="1s", name=f"{task_name}-other")

@@ -7,6 +7,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 from sqlalchemy.engine import make_url
 
 from cronlease import LeaseStore, RunContext, Scheduler
@@ -28,6 +29,7 @@ def later_request(name: str, fire_time: datetime, seconds: float) -> AcquireRequ
     )
 
 
+@pytest.mark.slow
 def test_heartbeats_keep_a_long_run_exclusive(db_url: str, task_name: str) -> None:
     scheduler = Scheduler(db_url)
     release = threading.Event()

@@ -15,6 +15,8 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 
+import pytest
+
 from cronlease import RunContext, Scheduler
 from cronlease._events import EventBus, RunFinished, RunStarted, TickSkipped
 from cronlease._run.acquisition import DEFER_SECONDS, LARGE_BATCH
@@ -75,6 +77,7 @@ def test_tasks_with_one_schedule_share_a_job_and_each_runs(tmp_path: object) -> 
         wait_for(lambda: runs["slow"] >= 1, 20, "the task of its own schedule")
 
 
+@pytest.mark.slow
 def test_a_replica_that_lost_a_large_tick_defers_the_next_but_still_runs_it(
     db_url: str, task_name: str
 ) -> None:

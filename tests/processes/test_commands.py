@@ -20,7 +20,7 @@ from cronlease._shell_task import (
 )
 from cronlease._task import Liveness, RunContext
 from cronlease.errors import CommandError, TaskTimeout
-from tests.support.procs import wait_for
+from tests.support.procs import process_gone, wait_for
 
 SCHEDULED_FOR = datetime(2024, 5, 1, 3, 0, tzinfo=timezone.utc)
 
@@ -34,15 +34,6 @@ def context(ttl: float = 60.0, *, manual: bool = False) -> RunContext:
         manual=manual,
         liveness=Liveness(ttl, time.monotonic()),
     )
-
-
-def process_gone(pid: int) -> bool:
-    """True once ``pid`` no longer runs (a zombie waiting for its reaper counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except FileNotFoundError:
-        return True
 
 
 def test_environment_has_the_run_and_the_configured_variables(tmp_path: Path) -> None:

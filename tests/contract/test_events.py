@@ -6,6 +6,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 from sqlalchemy import update
 
 from cronlease import (
@@ -23,6 +24,7 @@ from cronlease._lease.schema import leases
 from tests.support.procs import wait_for
 
 
+@pytest.mark.slow
 def test_runs_are_reported_with_outcome_and_duration(db_url: str, task_name: str) -> None:
     scheduler = Scheduler(db_url)
     events: list[Event] = []
@@ -96,6 +98,7 @@ def test_a_taken_over_lease_is_reported_lost(db_url: str, task_name: str) -> Non
     scheduler.runner.close()
 
 
+@pytest.mark.slow
 def test_outage_events_and_a_failing_listener(tmp_path: Path) -> None:
     directory = tmp_path / "later"
     scheduler = Scheduler(f"sqlite:///{directory / 'db.sqlite'}")

@@ -22,7 +22,9 @@ def waiting_on_locks(engine_url: str) -> int:
         count = conn.execute(
             text(
                 "SELECT count(*) FROM pg_stat_activity "
-                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                "WHERE wait_event_type = 'Lock' AND datname = current_database() "
+                # this run's sessions only: the URL names them (tests/support/databases.py)
+                "AND application_name = current_setting('application_name')"
             )
         ).scalar_one()
     engine.dispose()

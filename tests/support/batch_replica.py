@@ -1,0 +1,57 @@
+"""A replica with many tasks: ``python -m tests.support.batch_replica URL PREFIX COUNT``.
+
+``COUNT`` tasks ``PREFIX-000``... every second, each appending its slot to the
+ledger; prints ``started`` once the scheduler runs, and on SIGTERM a line
+``stats key=value...`` of its batching counters, then exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+
+from sqlalchemy import create_engine
+
+from cronlease import RunContext, Scheduler
+from cronlease._lease.database import normalize_url
+from tests.support import ledger
+
+
+def replica_main(url: str, prefix: str, count: int) -> None:
+    """One replica process: ``count`` tasks every second, each appending its slot to the ledger."""
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
+    )
+    scheduler = Scheduler(url, history_retention=None)
+    # A pooled ledger connection per worker: a connection per append (as in
+    # tests/support/ledger.py) costs MariaDB more than the runs can spare here.
+    connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
+    engine = create_engine(normalize_url(url), pool_size=16, connect_args=connect_args)
+    for index in range(count):
+        name = f"{prefix}-{index:03d}"
+
+        def write(ctx: RunContext, name: str = name) -> None:
+            with engine.begin() as conn:
+                conn.execute(
+                    ledger.ledger.insert().values(task=name, slot=ctx.slot, pid=os.getpid())
+                )
+
+        scheduler.add_task(write, every="1s", name=name)
+
+    def announce() -> None:
+        while not scheduler.running:
+            threading.Event().wait(0.01)
+        print("started", flush=True)
+
+    threading.Thread(target=announce, daemon=True).start()
+    scheduler.run_forever()
+    stats = scheduler.stats.snapshot()
+    keys = ["acquire_batches", "acquire_batch_ticks", "ticks_missed"]
+    keys += sorted(key for key in stats if key.startswith("ticks_skipped_") or "lease" in key)
+    print("stats", " ".join(f"{key}={stats.get(key, 0)}" for key in keys), flush=True)
+
+
+if __name__ == "__main__":
+    replica_main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
