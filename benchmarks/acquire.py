@@ -1,6 +1,6 @@
 """Single acquisition: cronlease's acquire path vs the identical SQL through the raw driver.
 
-For each backend, one cronlease ``LeaseStore.try_acquire`` and one replay of
+For each backend, one cronlease ``LeaseStore.acquire`` (the batch of one) and one replay of
 exactly the statements it sent (captured where they reach the driver,
 with the same parameters but this attempt's slot and nonce) through the raw
 DB-API connection (psycopg, sqlite3, PyMySQL) — the same connection, the
@@ -16,6 +16,7 @@ written too). Reported: mean, p50 and p99 in microseconds, medians over
 from __future__ import annotations
 
 import argparse
+import json
 import secrets
 import tempfile
 import time
@@ -27,6 +28,7 @@ from _common import header, median, summary, table, url_for, watch_statements, w
 from sqlalchemy import event
 
 from cronlease._lease.database import create_store_engine
+from cronlease._lease.dialects.base import acquire_rows
 from cronlease._lease.model import AcquireRequest, Lease
 from cronlease._lease.store import LeaseStore
 
@@ -68,6 +70,14 @@ class Replay:
                 )
             elif isinstance(parameters, dict):
                 params = {key: values.get(key, value) for key, value in parameters.items()}
+            elif isinstance(parameters, list) and parameters and isinstance(parameters[0], dict):
+                # an executemany (SQLite's sweep and run rows)
+                cursor.executemany(
+                    statement,
+                    [{key: values.get(key, value) for key, value in p.items()} for p in parameters],
+                )
+                cursor.close()
+                continue
             else:
                 params = parameters
             cursor.execute(statement, params)
@@ -122,9 +132,17 @@ def bench_backend(
         def raw_once(i: int) -> None:
             r = request("r", i)
             nonce = f"{r.holder}#{secrets.token_hex(8)}"
+            batch = json.dumps(acquire_rows([r], [nonce]))
             replay.run(  # noqa: B023 (called within this iteration)
                 dbapi,  # noqa: B023 (called within this iteration)
                 {
+                    # PostgreSQL's arrays, SQLite's and MySQL's JSON rows
+                    "b_names": json.dumps([r.name]) if backend == "sqlite" else [r.name],
+                    "b_holders": [nonce],
+                    "b_slots": [r.slot],
+                    "b_run_slots": [r.slot],
+                    "b_batch": batch,
+                    # a batch of one's scalars; SQLite's per-winner sweep and run row
                     "b_name": r.name,
                     "b_slot": r.slot,
                     "b_run_slot": r.slot,

@@ -124,6 +124,13 @@ def _retry_deadlock(what: str, transaction: Callable[[], R]) -> R:
     return transaction()
 
 
+def _batch_params(rows: Sequence[Row]) -> dict[str, Any]:
+    """The parameters :func:`mysql_sql.rows` reads: a batch of one as scalars, else JSON."""
+    if len(rows) == 1:
+        return {f"b_{column}": value for column, value in rows[0].items()}
+    return {"b_batch": json.dumps(rows)}
+
+
 def _state(row: Row, request: AcquireRequest) -> LeaseState:
     return state_after_upsert(
         slot=int(row["slot"]),
@@ -142,27 +149,34 @@ class MySQLStatements(Statements):
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.mode = mode
         self._set_paused = build_set_paused()
+        # by whether the batch has one row (scalar parameters) or many (JSON)
+        self._acquisition = {one: sql.acquisition(one=one) for one in (True, False)}
+        self._finishing = {one: sql.finishing(one=one) for one in (True, False)}
         self._acquire_scripts = {
-            returning: script(
-                sql.acquire(returning=returning),
-                *([] if returning else [sql.OUTCOMES]),
-                sql.ABANDON_WON,
-                sql.RECORD_WON,
+            (one, returning): script(
+                acquisition.upsert_returning if returning else acquisition.upsert,
+                *([] if returning else [acquisition.outcomes]),
+                acquisition.abandon_won,
+                acquisition.record_won,
             )
+            for one, acquisition in self._acquisition.items()
             for returning in (False, True)
         }
-        self._outcomes_script = script(sql.OUTCOMES)
-        self._finish_script = script(sql.RELEASE, sql.FINISH_RUNS)
+        self._outcomes_scripts = {
+            one: script(acquisition.outcomes) for one, acquisition in self._acquisition.items()
+        }
+        self._finish_scripts = {
+            one: script(finishing.release, finishing.finish_runs)
+            for one, finishing in self._finishing.items()
+        }
         self._text = {
             statement: text(statement)
-            for statement in (
-                sql.acquire(returning=False),
-                sql.OUTCOMES,
-                sql.ABANDON_WON,
-                sql.RECORD_WON,
-                sql.RELEASE,
-                sql.FINISH_RUNS,
-            )
+            for acquisition in self._acquisition.values()
+            for statement in acquisition
+        } | {
+            statement: text(statement)
+            for finishing in self._finishing.values()
+            for statement in finishing
         }
 
     def mode_for(self, conn: Connection) -> str:
@@ -183,14 +197,15 @@ class MySQLStatements(Statements):
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
     ) -> list[int | LeaseState | None]:
         rows = acquire_rows(requests, nonce_holders)
+        one = len(rows) == 1
         rows.sort(key=lambda row: row["name"])  # utf8mb4_bin: the key's own order
-        params = {"b_batch": json.dumps(rows), "b_abandoned": ABANDONED_ERROR}
+        params = {**_batch_params(rows), "b_abandoned": ABANDONED_ERROR}
         mode = self.mode_for(conn)
         nonces = dict(zip((request.name for request in requests), nonce_holders, strict=True))
         found = {
             row["name"]: row
             for row in _retry_deadlock(
-                "acquiring leases", lambda: self._acquire_once(conn, params, mode, nonces)
+                "acquiring leases", lambda: self._acquire_once(conn, params, mode, one, nonces)
             )
         }
         results: list[int | LeaseState | None] = []
@@ -205,30 +220,37 @@ class MySQLStatements(Statements):
         return results
 
     def _acquire_once(
-        self, conn: Connection, params: dict[str, Any], mode: str, nonces: dict[str, str]
+        self,
+        conn: Connection,
+        params: dict[str, Any],
+        mode: str,
+        one: bool,
+        nonces: dict[str, str],
     ) -> list[Row]:
         if mode == "statements":
+            acquisition = self._acquisition[one]
             with conn.begin():
                 conn.exec_driver_sql(READ_COMMITTED)
-                conn.execute(self._text[sql.acquire(returning=False)], params)
-                result = conn.execute(self._text[sql.OUTCOMES], params)
+                conn.execute(self._text[acquisition.upsert], params)
+                result = conn.execute(self._text[acquisition.outcomes], params)
                 rows = [dict(row) for row in result.mappings()]
                 if any(row["holder"] == nonces[row["name"]] for row in rows):
-                    conn.execute(self._text[sql.ABANDON_WON], params)
-                    conn.execute(self._text[sql.RECORD_WON], params)
+                    conn.execute(self._text[acquisition.abandon_won], params)
+                    conn.execute(self._text[acquisition.record_won], params)
             return rows
         returning = mode == "returning"
-        (rows, *_) = run_script(conn, self._acquire_scripts[returning], params)
+        (rows, *_) = run_script(conn, self._acquire_scripts[one, returning], params)
         if returning and len(rows) < len(nonces):
             # A slot from the future returns nothing (a clock ahead: rare); one
             # more request reads why those rows were refused.
-            (rows,) = run_script(conn, self._outcomes_script, params)
+            (rows,) = run_script(conn, self._outcomes_scripts[one], params)
         return rows
 
     # --- finishing ---------------------------------------------------------
 
     def finish(self, conn: Connection, items: Sequence[Finish]) -> None:
-        batch = json.dumps(
+        one = len(items) == 1
+        params = _batch_params(
             [
                 {
                     "name": item.name,
@@ -237,21 +259,21 @@ class MySQLStatements(Statements):
                     "fence": item.fence,
                     "outcome": item.outcome,
                     "error": item.error,
-                    "release": int(item.release),
+                    "rel": int(item.release),
                 }
                 for item in sorted(items, key=lambda item: item.name)
             ]
         )
-        params = {"b_batch": batch}
+        finishing = self._finishing[one]
 
         def once() -> None:
             if self.mode_for(conn) != "statements":
-                run_script(conn, self._finish_script, params)
+                run_script(conn, self._finish_scripts[one], params)
                 return
             with conn.begin():
                 conn.exec_driver_sql(READ_COMMITTED)
-                conn.execute(self._text[sql.RELEASE], params)
-                conn.execute(self._text[sql.FINISH_RUNS], params)
+                conn.execute(self._text[finishing.release], params)
+                conn.execute(self._text[finishing.finish_runs], params)
 
         _retry_deadlock("finishing runs", once)
 

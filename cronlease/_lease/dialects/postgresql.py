@@ -8,18 +8,18 @@ The statements of the tick path run on the driver's cursor
 (:mod:`cronlease._lease.dialects.driver`), the rest through SQLAlchemy.
 
 Both tick statements read their rows from ``unnest()`` of parallel array
-parameters: one statement text whatever the count (one tick is a batch of
-one), so psycopg prepares it once, and lease rows are locked in name order
+parameters (scalars for a batch of one: see :func:`batch_rows`), so psycopg
+prepares each text once, and lease rows are locked in name order
 (``ORDER BY name`` under the upsert / ``FOR UPDATE``), so concurrent batches of
 overlapping tasks cannot deadlock (docs/design.md §3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Double, literal_column, text
+from sqlalchemy import Double, TextClause, literal_column, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
@@ -38,18 +38,62 @@ __all__ = ["STATEMENTS", "PostgreSQLStatements"]
 NOW_SQL = "(EXTRACT(EPOCH FROM statement_timestamp())::float8)"
 NOW = literal_column(NOW_SQL, Double)
 
-# The acquisition upsert (docs/design.md §3) over unnest(), plus the abandoned-run
-# sweep and the run rows, plus one row per request explaining a refusal from the
-# statement's own snapshot of the lease row. A manual request carries slot -1:
-# it needs no future gate and no older slot, and keeps the row's slot cursor.
-ACQUIRE = text(
-    f"""
+ACQUIRE_COLUMNS = (
+    ("name", "text"),
+    ("holder", "text"),
+    ("slot", "bigint"),
+    ("run_slot", "bigint"),
+    ("ttl", "float8"),
+    ("tolerance", "float8"),
+    ("fingerprint", "text"),
+)
+FINISH_COLUMNS = (
+    ("name", "text"),
+    ("slot", "bigint"),
+    ("manual", "boolean"),
+    ("fence", "bigint"),
+    ("outcome", "text"),
+    ("error", "text"),
+    ("release", "boolean"),
+)
+
+
+def batch_rows(columns: Sequence[tuple[str, str]], *, one: bool) -> str:
+    """The ``batch`` CTE of a tick statement: its rows, from parameters.
+
+    Many rows come from ``unnest()`` of one array parameter per column: one
+    statement text whatever the count, so psycopg prepares it once. A batch of
+    one — every lone tick, catch-up and run-now — passes scalars instead: an
+    array's length is unknown to a cached generic plan, which then expects ten
+    rows and loses to planning the statement afresh on every execution (a
+    third of the round trip); with scalars the generic plan is the right one.
+    The statement around the rows is the same text either way.
+    """
+    if one:
+        return "SELECT " + ", ".join(f"CAST(:b_{c} AS {t}) AS {c}" for c, t in columns)
+    arrays = ", ".join(f"CAST(:b_{c}s AS {t}[])" for c, t in columns)
+    return f"SELECT * FROM unnest({arrays}) AS b({', '.join(c for c, _ in columns)})"
+
+
+def batch_params(
+    columns: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The parameters :func:`batch_rows` reads, for ``rows``."""
+    if len(rows) == 1:
+        return {f"b_{c}": rows[0][c] for c, _ in columns}
+    return {f"b_{c}s": [row[c] for row in rows] for c, _ in columns}
+
+
+def acquire_statement(rows: str) -> TextClause:
+    """The acquisition upsert (docs/design.md §3.4) over the batch's rows, plus the
+    abandoned-run sweep and the run rows, plus one row per request explaining a
+    refusal from the statement's own snapshot of the lease row. A manual request
+    carries slot -1: it needs no future gate and no older slot, and keeps the
+    row's slot cursor."""
+    return text(
+        f"""
 WITH batch AS (
-    SELECT * FROM unnest(
-        CAST(:b_names AS text[]), CAST(:b_holders AS text[]), CAST(:b_slots AS bigint[]),
-        CAST(:b_run_slots AS bigint[]), CAST(:b_ttls AS float8[]),
-        CAST(:b_tolerances AS float8[]), CAST(:b_fingerprints AS text[])
-    ) AS b(name, holder, slot, run_slot, ttl, tolerance, fingerprint)
+    {rows}
 ), acquired AS (
     INSERT INTO {leases.name} AS l
         (name, holder, fence, slot, acquired_at, expires_at, paused, fingerprint)
@@ -77,21 +121,19 @@ SELECT b.name, a.fence, c.slot, c.expires_at, c.paused, {NOW_SQL} AS db_now
   LEFT JOIN acquired a ON a.name = b.name
   LEFT JOIN {leases.name} c ON c.name = b.name
 """
-)
+    )
 
-# Finish runs in one statement: lock their lease rows first, in name order (as
-# acquisition does), then record outcomes and release the leases, fenced. The
-# lease rows come first because a takeover's abandoned-run sweep locks them in
-# that order: a finish locking the run row first deadlocked with it
-# (test_pg_locking.py).
-FINISH = text(
-    f"""
+
+def finish_statement(rows: str) -> TextClause:
+    """Finish runs in one statement: lock their lease rows first, in name order (as
+    acquisition does), then record outcomes and release the leases, fenced. The
+    lease rows come first because a takeover's abandoned-run sweep locks them in
+    that order: a finish locking the run row first deadlocked with it
+    (test_pg_locking.py)."""
+    return text(
+        f"""
 WITH batch AS (
-    SELECT * FROM unnest(
-        CAST(:b_names AS text[]), CAST(:b_slots AS bigint[]), CAST(:b_manuals AS boolean[]),
-        CAST(:b_fences AS bigint[]), CAST(:b_outcomes AS text[]), CAST(:b_errors AS text[]),
-        CAST(:b_releases AS boolean[])
-    ) AS b(name, slot, manual, fence, outcome, error, release)
+    {rows}
 ), locked AS (
     SELECT l.name FROM {leases.name} l
      WHERE l.name IN (SELECT name FROM batch)
@@ -115,14 +157,20 @@ WITH batch AS (
 )
 SELECT (SELECT count(*) FROM finished) AS finished, (SELECT count(*) FROM released) AS released
 """
-)
+    )
 
 
 class PostgreSQLStatements(Statements):
     def __init__(self) -> None:
         super().__init__(NOW)
-        self._acquire = DriverStatement(ACQUIRE)
-        self._finish = DriverStatement(FINISH)
+        self._acquire = {
+            one: DriverStatement(acquire_statement(batch_rows(ACQUIRE_COLUMNS, one=one)))
+            for one in (True, False)
+        }
+        self._finish = {
+            one: DriverStatement(finish_statement(batch_rows(FINISH_COLUMNS, one=one)))
+            for one in (True, False)
+        }
         self._driver_heartbeat = DriverStatement(self._heartbeat)
         self._set_paused = build_set_paused(insert)
 
@@ -130,31 +178,14 @@ class PostgreSQLStatements(Statements):
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
     ) -> list[int | LeaseState | None]:
         rows = acquire_rows(requests, nonce_holders)
-        params = {
-            "b_names": [row["name"] for row in rows],
-            "b_holders": [row["holder"] for row in rows],
-            "b_slots": [row["slot"] for row in rows],
-            "b_run_slots": [row["run_slot"] for row in rows],
-            "b_ttls": [row["ttl"] for row in rows],
-            "b_tolerances": [row["tolerance"] for row in rows],
-            "b_fingerprints": [row["fingerprint"] for row in rows],
-            "b_abandoned": ABANDONED_ERROR,
-        }
-        result, _ = self._acquire.execute(conn, params)
+        params = {**batch_params(ACQUIRE_COLUMNS, rows), "b_abandoned": ABANDONED_ERROR}
+        result, _ = self._acquire[len(rows) == 1].execute(conn, params)
         by_name = {row[0]: row[1:] for row in result}
         return [_acquired_or_state(by_name[request.name]) for request in requests]
 
     def finish(self, conn: Connection, items: Sequence[Finish]) -> None:
-        params = {
-            "b_names": [item.name for item in items],
-            "b_slots": [item.slot for item in items],
-            "b_manuals": [item.manual for item in items],
-            "b_fences": [item.fence for item in items],
-            "b_outcomes": [item.outcome for item in items],
-            "b_errors": [item.error for item in items],
-            "b_releases": [item.release for item in items],
-        }
-        self._finish.execute(conn, params)
+        rows = [vars(item) for item in items]
+        self._finish[len(rows) == 1].execute(conn, batch_params(FINISH_COLUMNS, rows))
 
     def heartbeat(self, conn: Connection, name: str, fence: int, ttl: float) -> bool:
         _, rowcount = self._driver_heartbeat.execute(

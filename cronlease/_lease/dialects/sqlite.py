@@ -4,10 +4,10 @@ SQLite has no data-modifying CTEs, so acquisition is three statements in one
 ``BEGIN IMMEDIATE`` transaction (see :mod:`cronlease._lease.database`): all local,
 and atomic all the same. The RETURNING result is read fully before commit.
 
-Acquisitions pass one JSON array parameter read with ``json_each()``: one
-statement text whatever the count (one tick is a batch of one; SQLAlchemy and
-sqlite3 cache it), rows upserted in name order, the whole batch in one
-transaction.
+Acquisitions of many pass one JSON array parameter read with ``json_each()``
+(one statement text whatever the count), rows upserted in name order, the
+whole batch in one transaction; a batch of one passes its values as scalar
+parameters to the same statement (:func:`acquire_statement`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sqlalchemy import Double, literal_column, text
+from sqlalchemy import Double, TextClause, literal_column, text
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.engine import Connection
 
@@ -31,45 +31,59 @@ NOW_SQL = "((julianday('now') - 2440587.5) * 86400.0)"
 NOW = literal_column(NOW_SQL, Double)
 
 
-def _field(name: str) -> str:
-    return f"json_extract(value, '$.{name}')"
+def acquire_statement(*, one: bool) -> TextClause:
+    """The acquisition upsert (docs/design.md §3.5) of a batch of one (scalar
+    parameters) or of many (``json_each(:b_batch)``, in name order: one text
+    whatever the count). A lone tick skips the JSON, which would cost it more
+    than the statement itself. The WHERE before ON CONFLICT is required by
+    SQLite's parser for INSERT ... SELECT ... ON CONFLICT anyway. A manual
+    request carries slot -1 (see base.acquire_rows)."""
 
+    def field(name: str) -> str:
+        return f":b_{name}" if one else f"json_extract(value, '$.{name}')"
 
-# The acquisition upsert (docs/design.md §3) over json_each(:b_batch); the WHERE
-# before ON CONFLICT is required by SQLite's parser for INSERT ... SELECT ... ON
-# CONFLICT anyway. A manual request carries slot -1 (see base.acquire_rows).
-ACQUIRE = text(
-    f"""
+    source, order = ("", "") if one else ("\n  FROM json_each(:b_batch)", "\n ORDER BY 1")
+    return text(
+        f"""
 INSERT INTO {leases.name} AS l
     (name, holder, fence, slot, acquired_at, expires_at, paused, fingerprint)
-SELECT {_field("name")}, {_field("holder")}, 1, {_field("slot")}, {NOW_SQL},
-       {NOW_SQL} + {_field("ttl")}, 0, {_field("fingerprint")}
-  FROM json_each(:b_batch)
- WHERE {_field("slot")} < 0 OR {_field("slot")} / 1000.0 <= {NOW_SQL} + {_field("tolerance")}
- ORDER BY 1
+SELECT {field("name")}, {field("holder")}, 1, {field("slot")}, {NOW_SQL},
+       {NOW_SQL} + {field("ttl")}, 0, {field("fingerprint")}{source}
+ WHERE {field("slot")} < 0 OR {field("slot")} / 1000.0 <= {NOW_SQL} + {field("tolerance")}{order}
 {take_if_free(NOW_SQL)}
 RETURNING name, fence, holder, acquired_at
 """
-)
-STATES = text(
-    f"""
-SELECT name, slot, expires_at, paused, {NOW_SQL} AS db_now
-  FROM {leases.name} WHERE name IN (SELECT value FROM json_each(:b_names))
-"""
-)
+    )
+
+
+def states_statement(*, one: bool) -> TextClause:
+    """The lease rows of the requests that did not win, to explain their refusals."""
+    names = "= :b_name" if one else "IN (SELECT value FROM json_each(:b_names))"
+    return text(
+        f"SELECT name, slot, expires_at, paused, {NOW_SQL} AS db_now"
+        f" FROM {leases.name} WHERE name {names}"
+    )
 
 
 class SQLiteStatements(Statements):
     def __init__(self) -> None:
         super().__init__(NOW)
         self._set_paused = build_set_paused(insert)
+        # by whether the batch has one row (scalar parameters) or many (JSON)
+        self._acquire = {one: acquire_statement(one=one) for one in (True, False)}
+        self._states = {one: states_statement(one=one) for one in (True, False)}
 
     def acquire(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
     ) -> list[int | LeaseState | None]:
         rows = acquire_rows(requests, nonce_holders)
+        one = len(rows) == 1
+        params = {f"b_{key}": value for key, value in rows[0].items()} if one else {}
         with conn.begin():
-            won = {row.name: row for row in conn.execute(ACQUIRE, {"b_batch": json.dumps(rows)})}
+            result = conn.execute(
+                self._acquire[one], params if one else {"b_batch": json.dumps(rows)}
+            )
+            won = {row.name: row for row in result}
             if won:
                 asked = {row["name"]: row for row in rows}
                 conn.execute(
@@ -95,7 +109,10 @@ class SQLiteStatements(Statements):
             states = {}
             if lost:
                 states = {
-                    row.name: row for row in conn.execute(STATES, {"b_names": json.dumps(lost)})
+                    row.name: row
+                    for row in conn.execute(
+                        self._states[one], params if one else {"b_names": json.dumps(lost)}
+                    )
                 }
         results: list[int | LeaseState | None] = []
         for request in requests:
