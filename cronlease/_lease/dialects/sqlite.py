@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sqlalchemy import Double, TextClause, literal_column, text
+from sqlalchemy import Double, TextualSelect, column, literal_column, text
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.engine import Connection
 
@@ -31,7 +31,7 @@ NOW_SQL = "((julianday('now') - 2440587.5) * 86400.0)"
 NOW = literal_column(NOW_SQL, Double)
 
 
-def acquire_statement(*, one: bool) -> TextClause:
+def acquire_statement(*, one: bool) -> TextualSelect:
     """The acquisition upsert (docs/design.md §3.5) of a batch of one (scalar
     parameters) or of many (``json_each(:b_batch)``, in name order: one text
     whatever the count). A lone tick skips the JSON, which would cost it more
@@ -41,6 +41,10 @@ def acquire_statement(*, one: bool) -> TextClause:
 
     def field(name: str) -> str:
         return f":b_{name}" if one else f"json_extract(value, '$.{name}')"
+
+    # The result's columns are named up front (untyped: no result processing),
+    # so SQLAlchemy keeps the result metadata instead of building it from the
+    # cursor on every execution (a sixth of a lone tick's cost on SQLite).
 
     source, order = ("", "") if one else ("\n  FROM json_each(:b_batch)", "\n ORDER BY 1")
     return text(
@@ -53,16 +57,16 @@ SELECT {field("name")}, {field("holder")}, 1, {field("slot")}, {NOW_SQL},
 {take_if_free(NOW_SQL)}
 RETURNING name, fence, holder, acquired_at
 """
-    )
+    ).columns(*map(column, ("name", "fence", "holder", "acquired_at")))
 
 
-def states_statement(*, one: bool) -> TextClause:
+def states_statement(*, one: bool) -> TextualSelect:
     """The lease rows of the requests that did not win, to explain their refusals."""
     names = "= :b_name" if one else "IN (SELECT value FROM json_each(:b_names))"
     return text(
         f"SELECT name, slot, expires_at, paused, {NOW_SQL} AS db_now"
         f" FROM {leases.name} WHERE name {names}"
-    )
+    ).columns(*map(column, ("name", "slot", "expires_at", "paused", "db_now")))
 
 
 class SQLiteStatements(Statements):
