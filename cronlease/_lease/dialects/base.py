@@ -61,7 +61,10 @@ def acquire_rows(
     ``slot`` is the slot the lease row takes: -1 marks a manual request, which
     keeps the row's slot cursor (and -1 for a task that never ran, so its first
     scheduled tick still runs); scheduled slots are never negative. The run
-    row gets ``run_slot`` (for a manual run, the instant it was asked for).
+    row gets ``run_slot`` (for a manual run, the instant it was asked for),
+    ``manual = slot < 0`` and ``scheduled_for = run_slot / 1000``: rows carry
+    nothing the statement can derive, since a large batch encodes and parses
+    every key of every row.
     """
     return [
         {
@@ -69,11 +72,9 @@ def acquire_rows(
             "holder": nonce,
             "slot": -1 if request.manual else request.slot,
             "run_slot": request.slot,
-            "manual": request.manual,
             "ttl": float(request.ttl),
             "tolerance": float(request.tolerance),
             "fingerprint": request.fingerprint,
-            "scheduled_for": request.slot / 1000.0,
         }
         for request, nonce in zip(requests, nonce_holders, strict=True)
     ]

@@ -40,7 +40,6 @@ ACQUIRE_COLUMNS = (
     ("ttl", "DOUBLE"),
     ("tolerance", "DOUBLE"),
     ("fingerprint", "VARCHAR(200)"),
-    ("scheduled_for", "DOUBLE"),
 )
 FINISH_COLUMNS = (
     ("name", BIN_SQL),
@@ -156,7 +155,7 @@ UPDATE {abandon_from} STRAIGHT_JOIN {_R} r ON r.name = l.name
 """,
         record_won=f"""
 INSERT INTO {_R} (name, slot, manual, fence, holder, scheduled_for, started_at, outcome)
-SELECT l.name, {b("run_slot")}, {b("slot")} < 0, l.fence, l.holder, {b("scheduled_for")},
+SELECT l.name, {b("run_slot")}, {b("slot")} < 0, l.fence, l.holder, {b("run_slot")} / 1000.0,
        l.acquired_at, 'running'
   FROM {won}{"" if one else " ORDER BY l.name"}
 """,

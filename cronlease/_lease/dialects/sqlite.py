@@ -100,10 +100,10 @@ class SQLiteStatements(Statements):
                         {
                             "b_name": name,
                             "b_run_slot": asked[name]["run_slot"],
-                            "b_manual": asked[name]["manual"],
+                            "b_manual": asked[name]["slot"] < 0,
                             "b_fence": int(row.fence),
                             "b_holder": row.holder,
-                            "b_scheduled_for": asked[name]["scheduled_for"],
+                            "b_scheduled_for": asked[name]["run_slot"] / 1000.0,
                             "b_started_at": float(row.acquired_at),
                         }
                         for name, row in won.items()
