@@ -179,7 +179,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", help="add the figures to this JSON file (for compare.py)")
     args = parser.parse_args()
-    header("acquire: cronlease try_acquire vs the same SQL on the raw driver (microseconds)")
+    header("acquire: cronlease LeaseStore.acquire vs the same SQL on the raw driver (microseconds)")
     rows = []
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,7 @@
 """Many tasks due at one instant: one cronlease batch vs N raw single statements.
 
 For N tasks due together (N = 1, 10, 100, 1000), each round takes a new
-slot for all N tasks. cronlease: ``LeaseStore.try_acquire_many`` (one
+slot for all N tasks. cronlease: ``LeaseStore.acquire_many`` (one
 statement on PostgreSQL) then ``finish_many`` for the winners, as a replica
 does in a tick. Raw: the single-task acquire statement cronlease sends,
 through the raw driver, N times (what a per-task design such as ShedLock
