@@ -8,7 +8,12 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
 
-from cronlease._lease.schema import MAX_ERROR_LENGTH, MAX_HOLDER_LENGTH, MAX_NAME_LENGTH
+from cronlease._lease.schema import (
+    MAX_ERROR_LENGTH,
+    MAX_FINGERPRINT_LENGTH,
+    MAX_HOLDER_LENGTH,
+    MAX_NAME_LENGTH,
+)
 from cronlease.errors import ConfigError
 
 __all__ = [
@@ -22,7 +27,7 @@ __all__ = [
     "Refusal",
     "RunRecord",
     "check_task_name",
-    "truncate_error",
+    "storable_error",
 ]
 
 Outcome = Literal["running", "succeeded", "failed", "lost", "timed_out", "interrupted", "abandoned"]
@@ -52,9 +57,15 @@ def check_task_name(name: object) -> str:
     return name
 
 
-def truncate_error(text: str | None) -> str | None:
-    """Bound an error summary to what the history table keeps, keeping its end."""
-    if text is None or len(text) <= MAX_ERROR_LENGTH:
+def storable_error(text: str | None) -> str | None:
+    """An error text every backend stores as it is: NUL characters (PostgreSQL text
+    cannot hold them) and lone surrogates (not UTF-8) escaped, bounded to what the
+    history table keeps, keeping its end (where a traceback names the error)."""
+    if text is None:
+        return None
+    if "\x00" in text or not text.isascii():
+        text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) <= MAX_ERROR_LENGTH:
         return text
     return "..." + text[-(MAX_ERROR_LENGTH - 3) :]
 
@@ -87,6 +98,11 @@ class AcquireRequest:
             )
         if not self.tolerance >= 0:
             raise ConfigError(f"tolerance must not be negative, got {self.tolerance!r}")
+        if self.fingerprint is not None and len(self.fingerprint) > MAX_FINGERPRINT_LENGTH:
+            raise ConfigError(
+                f"schedule fingerprint must have at most {MAX_FINGERPRINT_LENGTH} characters, "
+                f"got {len(self.fingerprint)}"
+            )
         if not self.holder or len(self.holder) > MAX_HOLDER_ID_LENGTH:
             raise ConfigError(
                 f"holder id must have 1 to {MAX_HOLDER_ID_LENGTH} characters, got {self.holder!r}"
@@ -134,7 +150,7 @@ class Finish:
             manual=lease.manual,
             fence=lease.fence,
             outcome=outcome,
-            error=truncate_error(error),
+            error=storable_error(error),
             release=release,
         )
 

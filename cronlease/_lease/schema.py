@@ -24,11 +24,19 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 
-__all__ = ["MAX_ERROR_LENGTH", "MAX_NAME_LENGTH", "leases", "metadata", "runs"]
+__all__ = [
+    "MAX_ERROR_LENGTH",
+    "MAX_FINGERPRINT_LENGTH",
+    "MAX_NAME_LENGTH",
+    "leases",
+    "metadata",
+    "runs",
+]
 
 MAX_NAME_LENGTH = 255
 MAX_HOLDER_LENGTH = 255
 MAX_ERROR_LENGTH = 2000
+MAX_FINGERPRINT_LENGTH = 200
 
 metadata = MetaData()
 # Every string column on MySQL: utf8mb4 whatever the server default (latin1 would
@@ -59,7 +67,7 @@ leases = Table(
     Column("acquired_at", Double, nullable=False),
     Column("expires_at", Double, nullable=False),
     Column("paused", Boolean, nullable=False, server_default=false()),
-    Column("fingerprint", String(200), nullable=True),
+    Column("fingerprint", String(MAX_FINGERPRINT_LENGTH), nullable=True),
     **MYSQL_TABLE_OPTIONS,
 )
 

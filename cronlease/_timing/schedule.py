@@ -10,6 +10,7 @@ zero or negative gap.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import re
 from collections import deque
@@ -24,6 +25,7 @@ from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from cronlease._lease.schema import MAX_FINGERPRINT_LENGTH
 from cronlease.errors import ConfigError
 
 __all__ = [
@@ -287,10 +289,20 @@ class Schedule:
 
     @functools.cached_property
     def fingerprint(self) -> str:
-        """Identifies the schedule, so replicas can notice they disagree about a task."""
+        """Identifies the schedule, so replicas can notice they disagree about a task.
+
+        At most MAX_FINGERPRINT_LENGTH characters, the lease row's column: a
+        longer one (a long cron list in a long zone name) keeps its start and
+        ends with a hash of the whole, so it still tells schedules apart.
+        """
         if self.kind == "every":
-            return f"every {self.expression} from {slot_of(self.anchor)}"
-        return f"cron {self.expression} in {self.timezone}"
+            text = f"every {self.expression} from {slot_of(self.anchor)}"
+        else:
+            text = f"cron {self.expression} in {self.timezone}"
+        if len(text) <= MAX_FINGERPRINT_LENGTH:
+            return text
+        digest = hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16]
+        return f"{text[: MAX_FINGERPRINT_LENGTH - 22]}... #{digest}"
 
     def __str__(self) -> str:
         if self.kind == "every":

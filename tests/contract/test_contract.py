@@ -26,7 +26,7 @@ from cronlease._lease.model import (
     LeaseInfo,
     Refusal,
     RunRecord,
-    truncate_error,
+    storable_error,
 )
 from cronlease._lease.schema import MAX_ERROR_LENGTH, MAX_NAME_LENGTH
 from cronlease._lease.store import LeaseStore
@@ -566,7 +566,7 @@ def test_error_text_is_bounded(store: LeaseStore, task_name: str, base_slot: int
     [run] = store.history(task_name)
     assert run.error is not None
     assert len(run.error) == MAX_ERROR_LENGTH
-    assert run.error == truncate_error(text)
+    assert run.error == storable_error(text)
     # The end of a traceback is the useful part: it is kept.
     assert run.error.endswith("RuntimeError: the end")
     assert run.error.startswith("...")
@@ -579,13 +579,13 @@ def test_unicode_error_text_is_kept(store: LeaseStore, task_name: str, base_slot
     assert store.history(task_name)[0].error == text
 
 
-def test_truncate_error() -> None:
-    assert truncate_error(None) is None
-    assert truncate_error("") == ""
+def test_storable_error() -> None:
+    assert storable_error(None) is None
+    assert storable_error("") == ""
     exact = "e" * MAX_ERROR_LENGTH
-    assert truncate_error(exact) == exact
+    assert storable_error(exact) == exact
     longer = "a" + exact
-    cut = truncate_error(longer)
+    cut = storable_error(longer)
     assert cut is not None and len(cut) == MAX_ERROR_LENGTH
     assert cut == "..." + exact[3:]
 
