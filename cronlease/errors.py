@@ -7,6 +7,7 @@ Every exception cronlease raises on purpose derives from one root::
     │   └── ConfigFileError  in a config file; the one-line message names the file,
     │                        the TOML line, the task and the key
     ├── StoreError           the database failed; the driver error is ``__cause__``
+    │   └── RowRefused       it answered, refusing a value or a constraint of one row
     ├── UnknownTaskError     a name that no declared task has
     ├── SchedulerError       the scheduler was used in a state that does not allow it
     ├── CommandError         raised by a command task that could not start, exited
@@ -15,7 +16,7 @@ Every exception cronlease raises on purpose derives from one root::
                              the run is recorded ``timed_out``
 
 Not getting a lease is not an error: :meth:`cronlease.LeaseStore.acquire`
-returns ``None`` for it.
+returns a ``Refusal`` saying why.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "ConfigError",
     "ConfigFileError",
     "CronleaseError",
+    "RowRefused",
     "SchedulerError",
     "StoreError",
     "TaskTimeout",
@@ -75,6 +77,11 @@ class ConfigFileError(ConfigError):
 
 class StoreError(CronleaseError):
     """The lease database could not be reached or refused a statement."""
+
+
+class RowRefused(StoreError):
+    """The database answered, and refused a value or a constraint of a row: not an
+    outage. A batch refused so is retried item by item, so one bad row costs one task."""
 
 
 class UnknownTaskError(CronleaseError, KeyError):

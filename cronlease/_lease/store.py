@@ -44,7 +44,7 @@ from cronlease._lease.model import (
     check_task_name,
 )
 from cronlease._lease.schema import metadata
-from cronlease.errors import StoreError
+from cronlease.errors import RowRefused, StoreError
 
 __all__ = ["LeaseStore"]
 
@@ -54,6 +54,14 @@ NONCE_BYTES = 8
 # names per recent-runs statement: far below every backend's bound-parameter limit
 RECENT_RUNS_CHUNK = 500
 logger = logging.getLogger("cronlease")
+
+
+def store_error(what: str, exc: SQLAlchemyError, statements: Statements) -> StoreError:
+    """The StoreError for a driver error: RowRefused when the database refused a row."""
+    message = f"{what} failed: {describe_error(exc)}"
+    if isinstance(exc, DBAPIError) and statements.refuses_row(exc):
+        return RowRefused(message)
+    return StoreError(message)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -89,15 +97,15 @@ class LeaseStore:
             return self._once(operation)
         except DBAPIError as exc:
             if not (retry and exc.connection_invalidated):
-                raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+                raise store_error(what, exc, self.statements) from exc
             first = exc
         except SQLAlchemyError as exc:
-            raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+            raise store_error(what, exc, self.statements) from exc
         logger.debug("%s: connection broke (%s); retrying once", what, describe_error(first))
         try:
             return self._once(operation)
         except SQLAlchemyError as exc:
-            raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+            raise store_error(what, exc, self.statements) from exc
 
     def _once(self, operation: Callable[[Connection], T]) -> T:
         with self.engine.connect() as conn:
@@ -159,7 +167,7 @@ class LeaseStore:
             results = self._once(lambda conn: self.statements.acquire(conn, requests, nonces))
         except DBAPIError as exc:
             if not exc.connection_invalidated:
-                raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+                raise store_error(what, exc, self.statements) from exc
             # The connection broke after the statement may have been sent: the
             # nonces tell which requests took effect; the others are sent once
             # more, which is safe because a slot can be acquired once, ever.
@@ -168,7 +176,7 @@ class LeaseStore:
                 what, lambda conn: self._recover(conn, requests, nonces), retry=False
             )
         except SQLAlchemyError as exc:
-            raise StoreError(f"{what} failed: {describe_error(exc)}") from exc
+            raise store_error(what, exc, self.statements) from exc
         return [
             Lease(
                 name=request.name,

@@ -45,7 +45,7 @@ from cronlease._run.side_thread import SideThread
 from cronlease._run.ticks import Decision, Tick
 from cronlease._stats import Stats
 from cronlease._task import Task
-from cronlease.errors import StoreError
+from cronlease.errors import RowRefused, StoreError
 
 __all__ = ["DEFER_SECONDS", "LARGE_BATCH", "LATE_PICKUP_MARGIN", "Acquisition"]
 
@@ -169,6 +169,16 @@ class Acquisition:
         refusals: Counter[str],
     ) -> None:
         """Act on one part's results: winners to ``on_won``, refusals counted in ``refusals``."""
+        if isinstance(results, RowRefused):
+            # The database answered, refusing one row: not an outage. Each tick
+            # alone, so that one bad row costs one task (docs/design.md §5.16).
+            self._outage.succeeded()
+            if len(candidates) == 1:
+                self._row_refused(candidates[0], results)
+                return
+            for candidate in candidates:
+                self._decide([candidate], self._send([candidate]), decision, on_won, refusals)
+            return
         if isinstance(results, StoreError):
             self._failed(candidates, results)
             return
@@ -212,6 +222,16 @@ class Acquisition:
                     tick.fire_time.isoformat(),
                     reason,
                 )
+
+    def _row_refused(self, candidate: Candidate, error: RowRefused) -> None:
+        tick = candidate.tick
+        self._skips.skipped(tick.task, candidate.request.slot, "error")
+        logger.error(
+            "%s: tick %s skipped: the database refused its row: %s",
+            tick.task.full_name,
+            tick.fire_time.isoformat(),
+            error,
+        )
 
     def _late_pickup(self, candidate: Candidate, refusal: Refusal) -> tuple[float, Tick] | None:
         """The retry of a tick refused ``held`` whose lease expires within its grace."""

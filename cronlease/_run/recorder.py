@@ -24,7 +24,7 @@ from cronlease._run.active import ActiveRun, ActiveRuns
 from cronlease._run.execution import Ended
 from cronlease._run.finisher import Finisher
 from cronlease._stats import Stats
-from cronlease.errors import StoreError
+from cronlease.errors import RowRefused, StoreError
 
 __all__ = ["Recorder"]
 
@@ -68,22 +68,15 @@ class Recorder:
 
     def record(self, batch: Sequence[Ended]) -> None:
         """Record outcomes and release leases in one statement; then report each run."""
-        failure: StoreError | None = None
-        finishing = [entry for entry in batch if not entry.run.interrupted]
-        try:
-            self._store.finish_many(
-                [Finish.of(entry.run.lease, entry.outcome, entry.error) for entry in finishing]
-            )
-        except StoreError as exc:
-            failure = exc
+        failures = self._finish([entry for entry in batch if not entry.run.interrupted])
         for outcome, count in Counter(entry.outcome for entry in batch).items():
             self._stats.add(f"runs_{outcome}", count)
         for entry in batch:
             try:
                 if entry.run.interrupted:
                     self._store.release(entry.run.lease)
-                elif failure is not None:
-                    raise failure
+                elif entry in failures:
+                    raise failures[entry]
             except StoreError as exc:
                 _not_recorded(entry.run, entry.outcome, exc)
             except Exception:
@@ -114,6 +107,27 @@ class Recorder:
                         error=entry.error,
                     )
                 )
+
+    def _finish(self, finishing: Sequence[Ended]) -> dict[Ended, StoreError]:
+        """Record ``finishing`` in one statement; the entries that could not be recorded.
+
+        A batch the database refused for one row's sake (not an outage) is
+        recorded entry by entry, so one bad row costs one run's record.
+        """
+        try:
+            self._store.finish_many(
+                [Finish.of(entry.run.lease, entry.outcome, entry.error) for entry in finishing]
+            )
+        except RowRefused as exc:
+            if len(finishing) == 1:
+                return {finishing[0]: exc}
+            failures: dict[Ended, StoreError] = {}
+            for entry in finishing:
+                failures.update(self._finish([entry]))
+            return failures
+        except StoreError as exc:
+            return dict.fromkeys(finishing, exc)
+        return {}
 
     def interrupt(self, runs: Sequence[ActiveRun]) -> None:
         """Shutdown: record runs still executing as interrupted; keep their leases."""

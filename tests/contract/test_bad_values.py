@@ -15,6 +15,7 @@ import logging
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from sqlalchemy import text
 
 from cronlease import Scheduler
 from cronlease._lease.model import AcquireRequest
@@ -100,4 +101,94 @@ def test_a_batch_with_a_long_schedule_and_a_nul_error_runs_and_records_every_tas
         assert scheduler.stats["lease_errors"] == 0
     finally:
         runner.close()
+        scheduler.store.dispose()
+
+
+def poison(backend: str, bad_name: str, marker: str, tag: str) -> tuple[list[str], list[str]]:
+    """DDL that makes the database refuse the run row of ``bad_name`` and any error text
+    containing ``marker`` (a constraint or trigger, as a corrupted or stricter schema
+    would), and the DDL that removes it again."""
+    if backend == "sqlite":
+        return (
+            [
+                f"CREATE TRIGGER {tag}_row BEFORE INSERT ON cronlease_runs"
+                f" WHEN NEW.name = '{bad_name}' BEGIN SELECT RAISE(ABORT, 'poisoned row'); END",
+                f"CREATE TRIGGER {tag}_error BEFORE UPDATE ON cronlease_runs"
+                f" WHEN NEW.error LIKE '%{marker}%' BEGIN SELECT RAISE(ABORT, 'poisoned'); END",
+            ],
+            [f"DROP TRIGGER {tag}_row", f"DROP TRIGGER {tag}_error"],
+        )
+    check = f"CHECK (name <> '{bad_name}' AND (error IS NULL OR error NOT LIKE '%{marker}%'))"
+    return (
+        [f"ALTER TABLE cronlease_runs ADD CONSTRAINT {tag} {check}"],
+        [f"ALTER TABLE cronlease_runs DROP CONSTRAINT {tag}"],
+    )
+
+
+def test_a_batch_the_database_refuses_for_one_row_costs_that_row_only(
+    backend: str, db_url: str, task_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database refuses one task's run row and another's error text (a constraint
+    as a stricter or corrupted schema would have): the batch is retried item by item,
+    the other 48 run and are recorded, each bad one is named in one error line, and
+    nothing is reported as an outage."""
+    caplog.set_level(logging.WARNING, logger="cronlease")
+    scheduler = Scheduler(db_url, history_retention=None)
+    fire_time = datetime.now(timezone.utc) - timedelta(milliseconds=50)
+    fire_time = fire_time.replace(microsecond=(fire_time.microsecond // 1000) * 1000)
+    tag = "poison_" + task_name.replace("-", "_")
+    marker = f"poison-{task_name}"
+
+    def fails_with_marker() -> None:
+        raise RuntimeError(marker)
+
+    tasks = [
+        scheduler.add_task(lambda: None, every="10s", name=f"{task_name}-{i:02d}", anchor=fire_time)
+        for i in range(48)
+    ]
+    bad_row = scheduler.add_task(
+        lambda: None, every="10s", name=f"{task_name}-row", anchor=fire_time
+    )
+    bad_error = scheduler.add_task(
+        fails_with_marker, every="10s", name=f"{task_name}-error", anchor=fire_time
+    )
+    tasks += [bad_row, bad_error]
+    runner = scheduler.runner
+    runner.ensure_schema()
+    add, remove = poison(backend, bad_row.full_name, marker, tag)
+    with scheduler.store.engine.begin() as conn:
+        for statement in add:
+            conn.execute(text(statement))
+    try:
+        decision = runner.acquire_ticks([Tick(task, fire_time) for task in tasks])
+        assert len(decision.runs) == 49, scheduler.stats.snapshot()
+        assert sorted(run() for run in decision.runs) == ["failed"] + ["succeeded"] * 48
+        good = [task.full_name for task in tasks[:48]]
+        wait_for(
+            lambda: (
+                [runs[0].outcome for runs in scheduler.store.recent_runs(good, 1).values()]
+                == ["succeeded"] * 48
+            ),
+            10,
+            "the 48 good runs to be recorded",
+        )
+        wait_for(
+            lambda: any("could not record" in r.getMessage() for r in caplog.records),
+            10,
+            "the refused record to be reported",
+        )
+        messages = [r.getMessage() for r in caplog.records]
+        refused_row = [m for m in messages if "the database refused its row" in m]
+        assert len(refused_row) == 1 and bad_row.full_name in refused_row[0]
+        unrecorded = [m for m in messages if "could not record" in m]
+        assert len(unrecorded) == 1 and bad_error.full_name in unrecorded[0]
+        assert not [m for m in messages if "database unavailable" in m]
+        assert scheduler.store.history(bad_row.full_name) == []  # skipped, not half-written
+        db_now = scheduler.store.database_time()
+        assert not any(row.held(db_now) for row in scheduler.store.leases(good))
+    finally:
+        runner.close()
+        with scheduler.store.engine.begin() as conn:
+            for statement in remove:
+                conn.execute(text(statement))
         scheduler.store.dispose()

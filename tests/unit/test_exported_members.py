@@ -21,6 +21,7 @@ EXPECTED_ALL = [
     "LeaseInfo",
     "LeaseLost",
     "LeaseStore",
+    "RowRefused",
     "RunContext",
     "RunFinished",
     "RunRecord",

@@ -32,6 +32,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 
 from cronlease._lease.model import (
     AcquireRequest,
@@ -235,6 +236,11 @@ class Statements(ABC):
         """Set the paused flag, creating the row for a task that never ran."""
 
     # --- shared -----------------------------------------------------------
+
+    def refuses_row(self, exc: DBAPIError) -> bool:
+        """Whether the database answered ``exc`` about a row's data or constraints
+        (not an outage): a value it cannot store, a constraint it checks."""
+        return isinstance(exc, (DataError, IntegrityError)) and not exc.connection_invalidated
 
     def heartbeat(self, conn: Connection, name: str, fence: int, ttl: float) -> bool:
         with conn.begin():

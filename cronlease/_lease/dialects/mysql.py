@@ -59,7 +59,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Double, literal_column, text, true
 from sqlalchemy.dialects.mysql import insert
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from cronlease._lease.dialects import mysql_sql as sql
 from cronlease._lease.dialects.base import (
@@ -84,6 +84,8 @@ Row = dict[str, Any]
 # Applies to the next transaction of the session only.
 READ_COMMITTED = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
 ER_LOCK_DEADLOCK = 1213
+# "CONSTRAINT ... failed", which PyMySQL raises as an OperationalError
+ER_CONSTRAINT_FAILED = 4025
 
 #: How a connection runs a lease transaction: one request deciding by
 #: RETURNING (MariaDB >= 10.5), one request deciding by a read-back (MySQL,
@@ -276,6 +278,11 @@ class MySQLStatements(Statements):
                 conn.execute(self._text[finishing.finish_runs], params)
 
         _retry_deadlock("finishing runs", once)
+
+    def refuses_row(self, exc: DBAPIError) -> bool:
+        args: tuple[object, ...] = getattr(exc.orig, "args", ())
+        constraint = len(args) > 0 and args[0] == ER_CONSTRAINT_FAILED
+        return super().refuses_row(exc) or (constraint and not exc.connection_invalidated)
 
     # --- the rest ----------------------------------------------------------
 
