@@ -9,12 +9,15 @@ finishing statement. A release is delayed by at most that; no start ever is.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 __all__ = ["FINISH_LINGER_SECONDS", "Finisher"]
+
+logger = logging.getLogger("cronlease")
 
 #: how long the finisher waits for other runs of a batch to end before it writes
 FINISH_LINGER_SECONDS = 0.02
@@ -82,7 +85,10 @@ class Finisher(Generic[T]):
                         break
                     self._changed.wait(remaining)
                 batch, self._queue = self._queue, []
-            self._record(batch)
+            try:
+                self._record(batch)
+            except Exception:  # the thread must outlive any batch it records
+                logger.exception("unexpected error recording %d finished run(s)", len(batch))
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued, then stop the thread (started again if runs end later)."""

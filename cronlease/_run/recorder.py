@@ -67,21 +67,27 @@ class Recorder:
     # --- the one rule -------------------------------------------------------
 
     def record(self, batch: Sequence[Ended]) -> None:
-        """Record outcomes and release leases in one statement; then report each run."""
-        failures = self._finish([entry for entry in batch if not entry.run.interrupted])
+        """Record outcomes and release leases in one statement; then report each run.
+
+        Whatever the write raises, the runs leave the running set: a run stuck
+        there would have every later tick of its task skipped as an overlap.
+        """
         for outcome, count in Counter(entry.outcome for entry in batch).items():
             self._stats.add(f"runs_{outcome}", count)
-        for entry in batch:
-            try:
-                if entry.run.interrupted:
-                    self._store.release(entry.run.lease)
-                elif entry in failures:
-                    raise failures[entry]
-            except StoreError as exc:
-                _not_recorded(entry.run, entry.outcome, exc)
-            except Exception:
-                logger.exception("unexpected error recording %s", entry.run.task.full_name)
-        self._active.end(entry.run for entry in batch)
+        try:
+            failures = self._finish([entry for entry in batch if not entry.run.interrupted])
+            for entry in batch:
+                try:
+                    if entry.run.interrupted:
+                        self._store.release(entry.run.lease)
+                    elif entry in failures:
+                        raise failures[entry]
+                except StoreError as exc:
+                    _not_recorded(entry.run, entry.outcome, exc)
+                except Exception:
+                    logger.exception("unexpected error recording %s", entry.run.task.full_name)
+        finally:
+            self._active.end(entry.run for entry in batch)
         info = logger.isEnabledFor(logging.INFO)
         report = self._events.wants(RunFinished)
         for entry in batch:
@@ -127,6 +133,9 @@ class Recorder:
             return failures
         except StoreError as exc:
             return dict.fromkeys(finishing, exc)
+        except Exception as exc:  # a driver error SQLAlchemy did not wrap, say
+            logger.exception("unexpected error recording %d run(s)", len(finishing))
+            return dict.fromkeys(finishing, StoreError(f"recording failed: {exc!r}"))
         return {}
 
     def interrupt(self, runs: Sequence[ActiveRun]) -> None:
