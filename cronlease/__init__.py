@@ -12,7 +12,7 @@ from cronlease._events import (
     RunStarted,
     TickSkipped,
 )
-from cronlease._lease.model import Lease, LeaseInfo, RunRecord
+from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseInfo, Refusal, RunRecord
 from cronlease._lease.store import LeaseStore
 from cronlease._scheduler import Scheduler
 from cronlease._task import RunContext, Task
@@ -31,6 +31,7 @@ from cronlease.errors import (
 )
 
 __all__ = [
+    "AcquireRequest",
     "ClockChecked",
     "CommandError",
     "ConfigError",
@@ -39,10 +40,12 @@ __all__ = [
     "DatabaseRecovered",
     "DatabaseUnavailable",
     "Event",
+    "Finish",
     "Lease",
     "LeaseInfo",
     "LeaseLost",
     "LeaseStore",
+    "Refusal",
     "RowRefused",
     "RunContext",
     "RunFinished",

@@ -228,6 +228,10 @@ class Refusal:
     reason: RefusalReason
     expires_in: float | None = None
 
+    def __bool__(self) -> bool:
+        # ``if store.acquire(request):`` must not read a refusal as a win
+        return False
+
     @classmethod
     def explain(cls, request: AcquireRequest, state: LeaseState | None) -> Refusal:
         if state is None:

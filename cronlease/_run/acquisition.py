@@ -121,8 +121,6 @@ class Acquisition:
         decision = Decision()
         if not candidates:
             return decision
-        self._stats.add("acquire_batches")
-        self._stats.add("acquire_batch_ticks", len(candidates))
         try:
             self._ensure_schema()
         except StoreError as exc:

@@ -1,4 +1,5 @@
-"""Running the task of a won lease, on a worker thread, and naming its outcome.
+"""Running the task of a won lease (on a worker thread, or the caller's for an inline
+run) and naming its outcome.
 
 The task knows nothing of leases beyond its :class:`RunContext`. The outcome
 is ``succeeded``, ``failed`` (an exception; its traceback is the error),

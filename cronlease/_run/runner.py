@@ -11,10 +11,11 @@ one to the next; no stage calls into another's internals
 - :mod:`~cronlease._run.execution`: the task called, its outcome named
 - :mod:`~cronlease._run.recorder`: outcome recorded, lease released
 
-Every way a run begins goes through :meth:`acquire_ticks`: the scheduled
-ticks of a pass (from the acquirer thread, winners dispatched to workers),
-and — as a batch of one, run in the caller's thread — catch-up
-(:meth:`run_tick`) and run-now (:meth:`run_now`).
+Every way a run begins goes through the same admission and acquisition
+(``_decide``): the scheduled ticks of a pass (:meth:`acquire_ticks`, from the
+acquirer thread, winners dispatched to workers and recorded together by the
+finisher), and — as a batch of one, run and recorded in the caller's thread —
+catch-up (:meth:`run_tick`) and run-now (:meth:`run_now`).
 """
 
 from __future__ import annotations
@@ -148,6 +149,9 @@ class TickRunner:
         candidates = self._admission.admit(
             ticks, accepting=not self._stopped.is_set(), running=self._active.names()
         )
+        if candidates and not inline:  # batching figures: ticks that fell due together
+            self.stats.add("acquire_batches")
+            self.stats.add("acquire_batch_ticks", len(candidates))
         runs: list[Callable[[], Outcome]] = []
         hand_out = runs.append if dispatch is None else dispatch
 

@@ -54,8 +54,9 @@ class Timing(NamedTuple):
 class Decision:
     """What one pass down the tick path decided for ticks that fell due together."""
 
-    #: the winners' runs when no dispatcher was given: call each once, on a worker
-    #: thread; it runs the task, records the outcome and returns it
+    #: the winners' runs when no dispatcher was given: call each once (on a worker
+    #: thread, or the caller's for an inline run); it runs the task, records the
+    #: outcome and returns it
     runs: list[Callable[[], Outcome]] = field(default_factory=list)
     #: late pickups: (monotonic time to try at, the retry tick)
     retries: list[tuple[float, Tick]] = field(default_factory=list)

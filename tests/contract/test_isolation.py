@@ -31,7 +31,7 @@ TABLES = {"cronlease_leases", "cronlease_runs"}
 # A child process: takes a lease from the URL it is given, says where it is.
 CHILD = """
 import sys
-from cronlease._lease.model import AcquireRequest
+from cronlease._lease.model import AcquireRequest, Lease
 from cronlease._lease.store import LeaseStore
 url, name = sys.argv[1:3]
 store = LeaseStore.from_url(url)
@@ -39,7 +39,7 @@ store.create_tables()
 lease = store.acquire(AcquireRequest(name=name, slot=1000, ttl=60, holder="child", tolerance=1))
 with store.engine.connect() as conn:
     where = conn.exec_driver_sql(sys.argv[3]).scalar_one()
-print("took", lease is not None, where, flush=True)
+print("took", isinstance(lease, Lease), where, flush=True)
 store.dispose()
 """
 

@@ -37,6 +37,7 @@ from tests.contract.test_batch import (  # noqa: F401 (rerun here under every fo
     test_a_batch_names_each_task_once,
 )
 from tests.contract.test_contract import *  # noqa: F403 (rerun here under every forced path)
+from tests.support.contract_store import FORMS, ContractStore
 from tests.support.leases import won
 from tests.support.procs import wait_for
 
@@ -49,13 +50,20 @@ def backend() -> str:
 
 
 @pytest.fixture(params=FORCED)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LeaseStore]:
+def forced_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LeaseStore]:
     """cronlease's engine, its statements forced onto one path."""
     lease_store = LeaseStore.from_url(url_for("mysql", tmp_path))
     lease_store.statements = MySQLStatements(mode=request.param)
     lease_store.create_tables()
     yield lease_store
     lease_store.dispose()
+
+
+@pytest.fixture(params=FORMS)
+def store(forced_store: LeaseStore, request: pytest.FixtureRequest) -> ContractStore:
+    """Each forced path through the single forms (one row, scalar parameters) and the
+    batch forms (JSON rows), as the contract suite runs on the default path."""
+    return ContractStore(forced_store, request.param)
 
 
 @pytest.fixture

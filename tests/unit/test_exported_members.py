@@ -9,6 +9,7 @@ import cronlease
 from cronlease import errors
 
 EXPECTED_ALL = [
+    "AcquireRequest",
     "ClockChecked",
     "CommandError",
     "ConfigError",
@@ -17,10 +18,12 @@ EXPECTED_ALL = [
     "DatabaseRecovered",
     "DatabaseUnavailable",
     "Event",
+    "Finish",
     "Lease",
     "LeaseInfo",
     "LeaseLost",
     "LeaseStore",
+    "Refusal",
     "RowRefused",
     "RunContext",
     "RunFinished",

@@ -11,9 +11,10 @@ nonce (docs/design.md §3.6); the SQL is in mysql_sql.py:
   assignments left to right and each sees the ones before it, so a condition
   repeated on every column would test a half-updated row: once ``slot`` is
   set, it is no longer older than the new slot, and so on.
-- The assigned values are the bind parameters and the clock expression
-  themselves, not ``VALUES(col)`` (deprecated since MySQL 8.0.20, whose
-  ``AS new`` row alias MariaDB does not have): the text is the same on both.
+- The assigned values are ``VALUES(col)``, each row's proposed value:
+  deprecated since MySQL 8.0.20 (which still runs it, with a warning), but its
+  replacement, the ``AS new`` row alias, does not exist on MariaDB, and the
+  text must be the same on both.
 - The row as the attempt left it, with ``holder = :nonce``, decides whether
   it won and otherwise explains the refusal: from ``RETURNING`` on MariaDB >=
   10.5, from a ``SELECT`` under the row lock the upsert took elsewhere. Not
@@ -32,7 +33,7 @@ request to acquire and one to finish, a skipped tick one. Engines given to
 Every write transaction here runs at READ COMMITTED, whatever the session's
 level (a user's engine may be REPEATABLE READ): there, marking a task's old
 runs abandoned gap-locks the runs index up to the next task's runs, and
-winners of neighbouring task names deadlock (tests/test_mysql.py). cronlease's
+winners of neighbouring task names deadlock (tests/processes/test_mysql_race.py). cronlease's
 own engines are READ COMMITTED sessions; on others each transaction starts
 with ``SET TRANSACTION ISOLATION LEVEL READ COMMITTED``. Every transaction that
 touches both tables locks the lease row first. If InnoDB still picks one as a
@@ -210,6 +211,15 @@ class MySQLStatements(Statements):
                 "acquiring leases", lambda: self._acquire_once(conn, params, mode, one, nonces)
             )
         }
+        missing = [row for row in rows if row["name"] not in found]
+        if missing and mode == "returning":
+            # RETURNING leaves out rows the future gate kept out (a clock ahead:
+            # rare); one more request reads why they were refused. They wrote
+            # nothing, so reading them after the commit decides nothing else.
+            (refused,) = run_script(
+                conn, self._outcomes_scripts[len(missing) == 1], _batch_params(missing)
+            )
+            found.update((row["name"], row) for row in refused)
         results: list[int | LeaseState | None] = []
         for request in requests:
             row = found.get(request.name)
@@ -240,12 +250,7 @@ class MySQLStatements(Statements):
                     conn.execute(self._text[acquisition.abandon_won], params)
                     conn.execute(self._text[acquisition.record_won], params)
             return rows
-        returning = mode == "returning"
-        (rows, *_) = run_script(conn, self._acquire_scripts[one, returning], params)
-        if returning and len(rows) < len(nonces):
-            # A slot from the future returns nothing (a clock ahead: rare); one
-            # more request reads why those rows were refused.
-            (rows,) = run_script(conn, self._outcomes_scripts[one], params)
+        (rows, *_) = run_script(conn, self._acquire_scripts[one, mode == "returning"], params)
         return rows
 
     # --- finishing ---------------------------------------------------------
