@@ -151,7 +151,8 @@ class Statements(ABC):
         )
         self._resume = update(leases).where(leases.c.name == name_param).values(paused=False)
         self._now = select(now)
-        # The run row a winner records, in the acquiring transaction (SQLite; the others write it in SQL of their own).
+        # The run row a winner records in the acquiring transaction (SQLite; the other
+        # backends write it in their own acquisition SQL).
         self._record_run = runs.insert().values(
             name=name_param,
             slot=run_slot_param,
