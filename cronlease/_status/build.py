@@ -173,8 +173,8 @@ def read_status(
     try:
         only = None if declared is None or orphans else sorted(t.name for t in declared)
         leases = tuple(store.leases(only))
-        db_now = store.database_time()
         measured = measure_skew(store) if clock else None
+        db_now = measured.database_time if measured else store.database_time()
         names = [t.name for t in declared] if declared is not None else [r.name for r in leases]
         recent = store.recent_runs(names, runs) if runs and names else {}
         snapshot = Snapshot(leases=leases, runs=recent, db_now=db_now, clock=measured)

@@ -26,6 +26,8 @@ class ClockCheck:
 
     skew: float
     round_trip: float
+    #: the database clock as read (epoch seconds), so a reader needs no second query
+    database_time: float
 
     @property
     def error_bound(self) -> float:
@@ -38,7 +40,9 @@ def measure_skew(store: LeaseStore) -> ClockCheck:
     started = time.monotonic()
     database = store.database_time()
     round_trip = time.monotonic() - started
-    return ClockCheck(skew=database - (before + round_trip / 2), round_trip=round_trip)
+    return ClockCheck(
+        skew=database - (before + round_trip / 2), round_trip=round_trip, database_time=database
+    )
 
 
 class SkewDetector:

@@ -43,7 +43,7 @@ from cronlease._lease.model import (
 )
 from cronlease._lease.schema import leases, runs
 
-__all__ = ["Statements", "acquire_rows", "check_batch", "state_after_upsert"]
+__all__ = ["PAUSED_ROW", "Statements", "acquire_rows", "check_batch", "state_after_upsert"]
 
 #: what the run-history rows of an abandoned run say
 ABANDONED_ERROR = "its holder stopped renewing the lease"
@@ -52,6 +52,19 @@ name_param = bindparam("b_name", type_=String)
 fence_param = bindparam("b_fence", type_=BigInteger)
 run_slot_param = bindparam("b_run_slot", type_=BigInteger)
 manual_param = bindparam("b_manual", type_=Boolean)
+
+
+#: the lease row ``pause`` inserts for a task that never ran: no holder, no fence, and
+#: slot -1 so that its first scheduled tick still runs once it is resumed
+PAUSED_ROW: dict[str, Any] = {
+    "name": name_param,
+    "holder": "",
+    "fence": 0,
+    "slot": -1,
+    "acquired_at": 0.0,
+    "expires_at": 0.0,
+    "paused": True,
+}
 
 
 def acquire_rows(

@@ -65,9 +65,9 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from cronlease._lease.dialects import mysql_sql as sql
 from cronlease._lease.dialects.base import (
     ABANDONED_ERROR,
+    PAUSED_ROW,
     Statements,
     acquire_rows,
-    name_param,
     state_after_upsert,
 )
 from cronlease._lease.dialects.mysql_script import run_script, script, scripts_enabled
@@ -96,19 +96,7 @@ MODES = ("returning", "read-back", "statements")
 
 def build_set_paused() -> Any:
     """Upsert the paused flag, so that a task that never ran can be paused too."""
-    return (
-        insert(leases)
-        .values(
-            name=name_param,
-            holder="",
-            fence=0,
-            slot=-1,
-            acquired_at=0.0,
-            expires_at=0.0,
-            paused=True,
-        )
-        .on_duplicate_key_update([("paused", true())])
-    )
+    return insert(leases).values(**PAUSED_ROW).on_duplicate_key_update([("paused", true())])
 
 
 def is_deadlock(exc: OperationalError) -> bool:
