@@ -128,8 +128,8 @@ class Acquisition:
             return decision
         refusals: Counter[str] = Counter()
 
-        def part(part: Sequence[Candidate], results: Results) -> None:
-            self._decide(part, results, decision, on_won, refusals)
+        def part(chunk: Sequence[Candidate], results: Results) -> None:
+            self._decide(chunk, results, decision, on_won, refusals)
 
         # Split only a replica that won every task it tried last: where two
         # replicas share the tasks, their statements already run in parallel.
