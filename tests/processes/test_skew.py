@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import re
 
 import pytest
 
@@ -63,4 +64,9 @@ def test_replicas_with_skewed_clocks_run_each_slot_once(db_url: str, task_name: 
     if not db_url.startswith("sqlite"):
         # The fast replica was told about its clock. (SQLite's clock is the
         # replica's own, skewed along with it: one host has one clock.)
-        assert "clock is +0.4" in replicas[0].stderr(), replicas[0].stderr()[-3000:]
+        # The estimate is off by up to its round trip, which three replicas creating
+        # a fresh schema at once on two cores can stretch to ~0.1 s: +0.337 s was
+        # measured. Told it is fast, beyond the 0.25 s threshold, not beyond +0.4 s.
+        told = re.search(r"this host's clock is \+(\d+\.\d+) s off", replicas[0].stderr())
+        assert told is not None, replicas[0].stderr()[-3000:]
+        assert 0.25 < float(told.group(1)) <= 0.45, told.group(0)
