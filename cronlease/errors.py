@@ -7,7 +7,8 @@ Every exception cronlease raises on purpose derives from one root::
     │   └── ConfigFileError  in a config file; the one-line message names the file,
     │                        the TOML line, the task and the key
     ├── StoreError           the database failed; the driver error is ``__cause__``
-    │   └── RowRefused       it answered, refusing a value or a constraint of one row
+    │   ├── RowRefused       it answered, refusing a value or a constraint of one row
+    │   └── DatabaseFileChanged  the SQLite file was deleted or replaced under the replica
     ├── UnknownTaskError     a name that no declared task has
     ├── SchedulerError       the scheduler was used in a state that does not allow it
     ├── CommandError         raised by a command task that could not start, exited
@@ -28,6 +29,7 @@ __all__ = [
     "ConfigError",
     "ConfigFileError",
     "CronleaseError",
+    "DatabaseFileChanged",
     "RowRefused",
     "SchedulerError",
     "StoreError",
@@ -82,6 +84,11 @@ class StoreError(CronleaseError):
 class RowRefused(StoreError):
     """The database answered, and refused a value or a constraint of a row: not an
     outage. A batch refused so is retried item by item, so one bad row costs one task."""
+
+
+class DatabaseFileChanged(StoreError):
+    """The SQLite lease file was deleted or replaced under the replica, which takes no
+    lease on a file that is no longer the one at its path (docs/design.md §5.17)."""
 
 
 class UnknownTaskError(CronleaseError, KeyError):

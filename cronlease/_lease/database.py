@@ -22,6 +22,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
+from cronlease._lease import sqlite_file
 from cronlease.errors import ConfigError
 
 __all__ = ["DEFAULT_URL", "adopt_engine", "create_store_engine", "normalize_url", "redact"]
@@ -161,6 +162,7 @@ def _sqlite_engine(url: URL, **options: Any) -> Engine:
     def _begin(connection: Any) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
+    sqlite_file.watch(engine, url)  # after _configure: the file exists by then
     return engine
 
 

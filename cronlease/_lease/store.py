@@ -29,6 +29,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from cronlease._lease import sqlite_file
 from cronlease._lease.database import create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.base import check_batch
@@ -77,6 +78,7 @@ class LeaseStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.statements: Statements = statements_for(engine)
+        self._file = sqlite_file.guard_of(engine)  # None unless a SQLite file
 
     @classmethod
     def from_url(cls, url: str | None = None) -> LeaseStore:
@@ -156,6 +158,8 @@ class LeaseStore:
         if not requests:
             return []
         check_batch(requests)
+        if self._file is not None:
+            self._file.check()  # no lease on a file no longer at its path (§5.17)
         nonces = [f"{request.holder}#{secrets.token_hex(NONCE_BYTES)}" for request in requests]
         sent_at = time.monotonic()
         what = (

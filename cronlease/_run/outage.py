@@ -2,7 +2,9 @@
 
 A database fault costs the ticks it touches ("not acquired", docs/design.md §1)
 and is logged once per outage, not once per tick; ``down_since`` feeds
-:meth:`Scheduler.health`.
+:meth:`Scheduler.health`. A SQLite file deleted or replaced under the replica
+(docs/design.md §5.17) is no outage that passes: one ERROR, and ``file_changed``
+says so to health() until the path names the replica's file again.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 
 from cronlease._events import DatabaseRecovered, DatabaseUnavailable, EventBus
 from cronlease._stats import Stats
-from cronlease.errors import StoreError
+from cronlease.errors import DatabaseFileChanged, StoreError
 
 __all__ = ["OutageLog"]
 
@@ -29,14 +31,23 @@ class OutageLog:
         self._lock = threading.Lock()
         self._down_since: float | None = None
         self._skipped = 0
+        self._file_changed: str | None = None
 
     @property
     def down_since(self) -> float | None:
         """Monotonic time the current outage began; None while the database answers."""
         return self._down_since
 
+    @property
+    def file_changed(self) -> str | None:
+        """Why no lease is taken: the SQLite file is no longer the one at its path."""
+        return self._file_changed
+
     def failed(self, what: str, error: StoreError) -> None:
         self._stats.add("lease_errors")
+        if isinstance(error, DatabaseFileChanged):
+            self._lost_file(what, error)
+            return
         with self._lock:
             self._skipped += 1
             if self._down_since is not None:
@@ -48,7 +59,20 @@ class OutageLog:
         )
         self._events.emit(DatabaseUnavailable(error=str(error)))
 
+    def _lost_file(self, what: str, error: DatabaseFileChanged) -> None:
+        with self._lock:
+            first, self._file_changed = self._file_changed is None, str(error)
+        if not first:
+            logger.debug("%s skipped: %s", what, error)
+            return
+        logger.error("%s; %s skipped, and every later tick", error, what)
+        self._events.emit(DatabaseUnavailable(error=str(error)))
+
     def succeeded(self) -> None:
+        if self._file_changed is not None:
+            with self._lock:
+                self._file_changed = None
+            logger.warning("the SQLite lease file is the one this replica opened again")
         if self._down_since is None:
             return
         with self._lock:

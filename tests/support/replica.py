@@ -3,7 +3,8 @@
 Runs ``Scheduler.run_forever()`` with one task that appends its slot to the
 ledger, prints ``started`` once the scheduler runs, and exits 0 on SIGTERM.
 With ``CRONLEASE_TEST_BLOCK=1`` the task blocks after writing the ledger, so
-a test can kill the replica mid-run.
+a test can kill the replica mid-run. ``CRONLEASE_TEST_LEDGER`` puts the ledger
+in another database than the leases (a test that deletes the lease file).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def main() -> None:
     every = sys.argv[3] if len(sys.argv) > 3 else "1s"
     catchup = sys.argv[4] if len(sys.argv) > 4 else "latest"
     block = os.environ.get("CRONLEASE_TEST_BLOCK") == "1"
+    ledger_url = os.environ.get("CRONLEASE_TEST_LEDGER", url)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
     )
@@ -29,7 +31,7 @@ def main() -> None:
 
     @scheduler.task(every=every, name=name, catchup=catchup)
     def write_ledger(ctx: RunContext) -> None:
-        ledger.append(url, name, ctx.slot)
+        ledger.append(ledger_url, name, ctx.slot)
         if block:
             threading.Event().wait()
 

@@ -15,6 +15,7 @@ EXPECTED_ALL = [
     "ConfigError",
     "ConfigFileError",
     "CronleaseError",
+    "DatabaseFileChanged",
     "DatabaseRecovered",
     "DatabaseUnavailable",
     "Event",
