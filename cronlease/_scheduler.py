@@ -348,7 +348,12 @@ class Scheduler:
 
     def health(self, *, database_threshold: float = 60.0) -> Health:
         """Problems a probe should fail on: the database unreachable for longer than
-        ``database_threshold`` seconds, or a task overdue by more than its grace."""
+        ``database_threshold`` seconds, a task overdue by more than its grace, this
+        replica's timer stalled, or its SQLite file replaced (docs/design.md §5.17, §5.18)."""
+        replica = self.runner.outage.problems()
+        stall = self.runner.pulse.stall(self._tasks.values()) if self.running else None
+        if stall is not None:
+            replica.append(stall)
         down_since = self.runner.outage.down_since
         down_for = None if down_since is None else time.monotonic() - down_since
         report = read_status(
@@ -359,7 +364,9 @@ class Scheduler:
             orphans=False,
             since=self._started_at,
         )
-        return report.health(database_down_for=down_for, database_threshold=database_threshold)
+        return report.health(
+            database_down_for=down_for, database_threshold=database_threshold, replica=replica
+        )
 
     # --- fleet-wide controls ---------------------------------------------
 

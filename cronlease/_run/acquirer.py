@@ -44,6 +44,7 @@ class Acquirer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        self._runner.pulse.beat()
         self._thread = threading.Thread(target=self._loop, name="cronlease-acquirer", daemon=True)
         self._thread.start()
 
@@ -99,6 +100,8 @@ class Acquirer:
                     continue
                 for due, retry in decision.retries:
                     heapq.heappush(timers, (due, next(order), retry))
+            if fired:
+                self._runner.pulse.beat()  # a pass APScheduler fired is decided
             if stop:
                 return
 

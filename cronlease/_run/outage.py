@@ -43,6 +43,11 @@ class OutageLog:
         """Why no lease is taken: the SQLite file is no longer the one at its path."""
         return self._file_changed
 
+    def problems(self) -> list[str]:
+        """What health() must report that a status read cannot tell."""
+        changed = self._file_changed
+        return [] if changed is None else [changed]
+
     def failed(self, what: str, error: StoreError) -> None:
         self._stats.add("lease_errors")
         if isinstance(error, DatabaseFileChanged):

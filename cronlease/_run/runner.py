@@ -36,6 +36,7 @@ from cronlease._run.active import ActiveRun, ActiveRuns
 from cronlease._run.admission import Admission, Skips
 from cronlease._run.execution import Execution
 from cronlease._run.outage import OutageLog
+from cronlease._run.pulse import Pulse
 from cronlease._run.recorder import Recorder
 from cronlease._run.ticks import Decision, Tick
 from cronlease._stats import Stats
@@ -67,6 +68,7 @@ class TickRunner:
         self.stats = stats or Stats()
         self.events = events or EventBus()
         self.outage = OutageLog(self.stats, self.events)
+        self.pulse = Pulse()  # beaten by the acquirer, read by health()
         skips = Skips(self.stats, self.events)
         self._admission = Admission(holder, self.stats, skips)
         self._acquisition = Acquisition(store, self.stats, skips, self.outage, self.ensure_schema)

@@ -9,7 +9,7 @@ schedule's zone. Error text is already scrubbed of the database password.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Literal, get_args
@@ -199,12 +199,18 @@ class StatusReport:
         return tuple(task.name for task in self.tasks if task.overdue)
 
     def health(
-        self, *, database_down_for: float | None = None, database_threshold: float = 60.0
+        self,
+        *,
+        database_down_for: float | None = None,
+        database_threshold: float = 60.0,
+        replica: Sequence[str] = (),
     ) -> Health:
-        """Problems: the database unreachable for longer than ``database_threshold``
-        seconds (``database_down_for``: as this replica saw it), unreadable now, or a
-        task overdue. A read failing inside a short outage is not yet a problem."""
-        problems: list[str] = []
+        """Problems: those the replica knows of itself (``replica``: a stalled timer, a
+        replaced SQLite file), the database unreachable for longer than
+        ``database_threshold`` seconds (``database_down_for``: as this replica saw it),
+        unreadable now, or a task overdue. A read failing inside a short outage is not
+        yet a problem."""
+        problems: list[str] = list(replica)
         outage = database_down_for is not None and database_down_for > database_threshold
         if outage:
             problems.append(f"database unreachable for {database_down_for:.0f} s")
