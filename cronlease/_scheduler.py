@@ -9,7 +9,6 @@ import secrets
 import signal
 import socket
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
@@ -348,14 +347,7 @@ class Scheduler:
 
     def health(self, *, database_threshold: float = 60.0) -> Health:
         """Problems a probe should fail on: the database unreachable for longer than
-        ``database_threshold`` seconds, a task overdue by more than its grace, this
-        replica's timer stalled, or its SQLite file replaced (docs/design.md §5.17, §5.18)."""
-        replica = self.runner.outage.problems()
-        stall = self.runner.pulse.stall(self._tasks.values()) if self.running else None
-        if stall is not None:
-            replica.append(stall)
-        down_since = self.runner.outage.down_since
-        down_for = None if down_since is None else time.monotonic() - down_since
+        ``database_threshold`` seconds, a task overdue, this replica stalled (design §5.17-18)."""
         report = read_status(
             self.store,
             [DeclaredTask.of(task) for task in self._tasks.values()],
@@ -365,7 +357,9 @@ class Scheduler:
             since=self._started_at,
         )
         return report.health(
-            database_down_for=down_for, database_threshold=database_threshold, replica=replica
+            database_down_for=self.runner.outage.down_for,
+            database_threshold=database_threshold,
+            replica=self.runner.problems(self._tasks.values()),
         )
 
     # --- fleet-wide controls ---------------------------------------------

@@ -54,6 +54,7 @@ class Acquirer:
     def stop(self) -> None:
         """Stop after what is queued (stop accepting first: queued ticks are skipped fast)."""
         self._inbox.put(None)
+        self._runner.pulse.stop()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(JOIN_SECONDS)

@@ -43,6 +43,12 @@ class OutageLog:
         """Why no lease is taken: the SQLite file is no longer the one at its path."""
         return self._file_changed
 
+    @property
+    def down_for(self) -> float | None:
+        """How long the current outage has lasted; None while the database answers."""
+        down_since = self._down_since
+        return None if down_since is None else time.monotonic() - down_since
+
     def problems(self) -> list[str]:
         """What health() must report that a status read cannot tell."""
         changed = self._file_changed

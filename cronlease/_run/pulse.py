@@ -37,6 +37,14 @@ class Pulse:
     def beat(self) -> None:
         self._last = time.time()
 
+    def stop(self) -> None:
+        """The acquirer stopped: a replica that is not running is not stalled."""
+        self._last = None
+
+    def problems(self, tasks: Iterable[Task]) -> list[str]:
+        stall = self.stall(tasks)
+        return [] if stall is None else [stall]
+
     def stall(self, tasks: Iterable[Task], now: datetime | None = None) -> str | None:
         """The problem if a tick that fell due after the last beat is still undecided
         past its grace plus the slack; None if not (or never started)."""

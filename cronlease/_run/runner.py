@@ -25,7 +25,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 
 from cronlease._events import EventBus
@@ -178,6 +178,10 @@ class TickRunner:
         return self._execution.execute(run, ended)
 
     # --- lifecycle --------------------------------------------------------
+
+    def problems(self, tasks: Iterable[Task]) -> list[str]:
+        """What this replica knows is wrong with itself, for health() (design §5.17, §5.18)."""
+        return [*self.outage.problems(), *self.pulse.problems(tasks)]
 
     @property
     def running(self) -> list[str]:
