@@ -7,7 +7,8 @@ Every exception cronlease raises on purpose derives from one root::
     │   └── ConfigFileError  in a config file; the one-line message names the file,
     │                        the TOML line, the task and the key
     ├── StoreError           the database failed; the driver error is ``__cause__``
-    │   ├── RowRefused       it answered, refusing a value or a constraint of one row
+    │   ├── StatementError   it answered, with an error about the statement: not an outage
+    │   │   └── RowRefused   it answered, refusing a value or a constraint of one row
     │   └── DatabaseFileChanged  the SQLite file was deleted or replaced under the replica
     ├── UnknownTaskError     a name that no declared task has
     ├── SchedulerError       the scheduler was used in a state that does not allow it
@@ -32,6 +33,7 @@ __all__ = [
     "DatabaseFileChanged",
     "RowRefused",
     "SchedulerError",
+    "StatementError",
     "StoreError",
     "TaskTimeout",
     "UnknownTaskError",
@@ -81,7 +83,12 @@ class StoreError(CronleaseError):
     """The lease database could not be reached or refused a statement."""
 
 
-class RowRefused(StoreError):
+class StatementError(StoreError):
+    """The database answered, with an error about the statement (a missing table or
+    column, a revoked privilege): it is up, so this is not an outage (docs/design.md §5.19)."""
+
+
+class RowRefused(StatementError):
     """The database answered, and refused a value or a constraint of a row: not an
     outage. A batch refused so is retried item by item, so one bad row costs one task."""
 

@@ -29,7 +29,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from cronlease._lease import sqlite_file
+from cronlease._lease import faults, sqlite_file
 from cronlease._lease.database import create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.base import check_batch
@@ -45,7 +45,7 @@ from cronlease._lease.model import (
     check_task_name,
 )
 from cronlease._lease.schema import metadata
-from cronlease.errors import RowRefused, StoreError
+from cronlease.errors import RowRefused, StatementError, StoreError
 
 __all__ = ["LeaseStore"]
 
@@ -62,7 +62,7 @@ def store_error(what: str, exc: SQLAlchemyError, statements: Statements) -> Stor
     message = f"{what} failed: {describe_error(exc)}"
     if isinstance(exc, DBAPIError) and statements.refuses_row(exc):
         return RowRefused(message)
-    return StoreError(message)
+    return StatementError(message) if faults.answered(exc) else StoreError(message)
 
 
 def describe_error(exc: BaseException) -> str:

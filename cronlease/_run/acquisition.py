@@ -156,7 +156,7 @@ class Acquisition:
     def _failed(self, candidates: Sequence[Candidate], error: StoreError) -> None:
         for tick, request, _ in candidates:
             self._skips.skipped(tick.task, request.slot, "error")
-            self._outage.failed(f"{tick.task.full_name}: tick {tick.fire_time.isoformat()}", error)
+        self._outage.failed(ticks_named(candidates), error, ticks=len(candidates))
 
     def _decide(
         self,
@@ -248,3 +248,13 @@ class Acquisition:
         )
         self._stats.add("late_pickups")
         return time.monotonic() + wait, Tick(tick.task, tick.fire_time, "retry")
+
+
+def ticks_named(candidates: Sequence[Candidate], shown: int = 5) -> str:
+    """The ticks of a failed batch, for one log line: the first few by task name."""
+    first = candidates[0].tick
+    if len(candidates) == 1:
+        return f"{first.task.full_name}: tick {first.fire_time.isoformat()}"
+    names = ", ".join(candidate.tick.task.full_name for candidate in candidates[:shown])
+    more = f" and {len(candidates) - shown} more" if len(candidates) > shown else ""
+    return f"{len(candidates)} ticks ({names}{more})"

@@ -33,6 +33,7 @@ EXPECTED_ALL = [
     "Schedule",
     "Scheduler",
     "SchedulerError",
+    "StatementError",
     "StoreError",
     "Task",
     "TaskTimeout",
