@@ -29,7 +29,6 @@ from cronlease._stats import Stats
 from cronlease._status import DeclaredTask, Health, read_status
 from cronlease._task import Task
 from cronlease._timing.clock import ClockCheck, SkewDetector
-from cronlease._timing.schedule import parse_duration
 from cronlease.errors import ConfigError, SchedulerError, StoreError, UnknownTaskError
 
 __all__ = ["Scheduler", "default_holder"]
@@ -52,7 +51,8 @@ class Scheduler:
     uses psycopg 3. Pass ``engine=`` to reuse an engine's settings instead.
     ``namespace`` prefixes every task name, for several applications on one
     database. ``shutdown_timeout`` bounds how long :meth:`shutdown` waits for
-    running tasks.
+    running tasks; ``history_retention`` (age) and ``history_keep`` (runs per task)
+    bound the run history.
     """
 
     def __init__(
@@ -65,6 +65,7 @@ class Scheduler:
         max_workers: int = 16,
         shutdown_timeout: float = 30.0,
         history_retention: object = "30d",
+        history_keep: int | None = None,
     ) -> None:
         if url is not None and engine is not None:
             raise ConfigError("give a database URL or an engine, not both")
@@ -91,11 +92,10 @@ class Scheduler:
         self._caught_up = False
         self._stop_requested = threading.Event()
         self._lock = threading.RLock()
-        if history_retention is not None:
-            retention = parse_duration(history_retention, what="history_retention")
-            housekeeping = housekeeping_task(
-                self.store, lambda: sorted(self._tasks), retention.total_seconds(), namespace
-            )
+        housekeeping = housekeeping_task(
+            self.store, lambda: sorted(self._tasks), history_retention, history_keep, namespace
+        )
+        if housekeeping is not None:
             self._tasks[housekeeping.full_name] = housekeeping
 
         self._default_holder = holder is None

@@ -44,6 +44,7 @@ from cronlease._lease.model import (
     RunRecord,
     check_task_name,
 )
+from cronlease._lease.pruning import Pruning
 from cronlease._lease.schema import metadata
 from cronlease.errors import RowRefused, StatementError, StoreError
 
@@ -79,6 +80,7 @@ class LeaseStore:
         self.engine = engine
         self.statements: Statements = statements_for(engine)
         self._file = sqlite_file.guard_of(engine)  # None unless a SQLite file
+        self._pruning = Pruning(engine.dialect.name, self.statements.now)
 
     @classmethod
     def from_url(cls, url: str | None = None) -> LeaseStore:
@@ -300,8 +302,18 @@ class LeaseStore:
         """The database clock, as epoch seconds."""
         return self._call("reading the database clock", self.statements.database_time)
 
-    def prune(self, names: Sequence[str], max_age: float) -> int:
-        """Delete finished runs of ``names`` older than ``max_age`` seconds; returns how many."""
+    def prune_old(self, names: Sequence[str], max_age: float, limit: int) -> int:
+        """Delete at most ``limit`` finished runs of ``names`` older than ``max_age`` seconds,
+        in one statement and transaction; returns how many (docs/design.md §5.12)."""
         return self._call(
-            "pruning run history", lambda conn: self.statements.prune(conn, names, max_age)
+            "pruning run history by age",
+            lambda conn: self._pruning.old(conn, names, max_age, limit),
+        )
+
+    def prune_beyond(self, name: str, keep: int, limit: int) -> int:
+        """Delete at most ``limit`` finished runs of ``name`` older than its ``keep`` newest,
+        in one transaction; returns how many."""
+        return self._call(
+            f"pruning the run history of {name!r}",
+            lambda conn: self._pruning.beyond(conn, name, keep, limit),
         )

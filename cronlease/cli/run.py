@@ -48,6 +48,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         namespace=config.namespace,
         holder=config.holder,
         shutdown_timeout=args.shutdown_grace,
+        history_keep=config.history_keep,
     )
     for spec in specs:
         spec.add_to(scheduler)

@@ -101,6 +101,7 @@ class Config:
     database_source: str  # "file", "environment" or "default"
     namespace: str | None = None
     holder: str | None = None
+    history_keep: int | None = None  # runs kept per task (docs/design.md §5.12)
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
 
     def full_name(self, name: str) -> str:

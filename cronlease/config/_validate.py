@@ -29,7 +29,7 @@ __all__ = ["DATABASE_ENV", "Validator"]
 #: overrides the file's ``database``
 DATABASE_ENV = "CRONLEASE_DATABASE_URL"
 
-TOP_LEVEL_KEYS = ("database", "namespace", "holder", "tasks")
+TOP_LEVEL_KEYS = ("database", "namespace", "holder", "history_keep", "tasks")
 COMMON_KEYS = (
     "every",
     "cron",
@@ -106,6 +106,9 @@ class Validator:
             holder = self.string(data["holder"], None, "holder")
             if not holder.strip() or len(holder) > 200:
                 raise self.error("must have 1 to 200 characters", key="holder")
+        history_keep = data.get("history_keep")
+        if "history_keep" in data and (type(history_keep) is not int or history_keep < 1):
+            raise self.error("must be a whole number of runs, at least 1", key="history_keep")
         tasks_table = data.get("tasks", {})
         if not isinstance(tasks_table, dict):
             raise self.error(
@@ -122,6 +125,7 @@ class Validator:
             database_source=source,
             namespace=namespace,
             holder=holder,
+            history_keep=history_keep,
             tasks=tasks,
         )
 

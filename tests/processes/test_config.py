@@ -239,6 +239,10 @@ CASES: dict[str, Case] = {
     ),
     "namespace-invalid": Case('namespace = " app"\n', "white space", None, "namespace", 1),
     "holder-empty": Case('holder = ""\n', "1 to 200 characters", None, "holder", 1),
+    "history-keep-zero": Case("history_keep = 0\n", "at least 1", None, "history_keep", 1),
+    "history-keep-text": Case(
+        'history_keep = "100"\n', "whole number of runs", None, "history_keep", 1
+    ),
     "not-toml": Case('[tasks.a]\ncommand = "true"\nevery = \n', "not valid TOML", None, None, 3),
     "not-utf8": Case(b'[tasks.a]\ncommand = "\xff"\n', "not UTF-8"),
     "missing-file": Case(None, "cannot read the config file: No such file"),
@@ -372,6 +376,14 @@ def test_a_full_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert scheduler.get_task("purge").lease_ttl == 30.0
     assert scheduler.get_task("listed").catchup == "all"
     scheduler.store.dispose()
+
+
+def test_history_keep_bounds_the_runs_kept_per_task(tmp_path: Path) -> None:
+    path = tmp_path / "cronlease.toml"
+    path.write_text("history_keep = 500\n")
+    assert load_config(path).history_keep == 500
+    path.write_text("")
+    assert load_config(path).history_keep is None
 
 
 def test_database_comes_from_the_environment_first(

@@ -24,7 +24,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    delete,
     func,
     literal,
     or_,
@@ -217,11 +216,6 @@ class Statements(ABC):
             .where(ranked.c.newness <= bindparam("b_limit", type_=Integer))
             .order_by(ranked.c.name, ranked.c.newness)
         )
-        self._prune = delete(runs).where(
-            runs.c.name.in_(bindparam("b_names", expanding=True)),
-            runs.c.started_at < now - bindparam("b_max_age", type_=Double),
-            runs.c.outcome != "running",
-        )
 
     # --- backend-specific -------------------------------------------------
 
@@ -310,13 +304,6 @@ class Statements(ABC):
         for row in rows:
             recent.setdefault(row.name, []).append(_run_record(row))
         return recent
-
-    def prune(self, conn: Connection, names: Sequence[str], max_age: float) -> int:
-        if not names:
-            return 0
-        with conn.begin():
-            result = conn.execute(self._prune, {"b_names": list(names), "b_max_age": max_age})
-            return int(result.rowcount)
 
 
 def _run_record(row: Any) -> RunRecord:

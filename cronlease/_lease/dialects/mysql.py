@@ -284,15 +284,5 @@ class MySQLStatements(Statements):
             conn.exec_driver_sql(READ_COMMITTED)
             conn.execute(self._set_paused, {"b_name": name})
 
-    def prune(self, conn: Connection, names: Sequence[str], max_age: float) -> int:
-        # A range scan of the runs table: at REPEATABLE READ it would gap-lock
-        # runs and stall winners recording theirs until it commits.
-        if not names:
-            return 0
-        with conn.begin():
-            conn.exec_driver_sql(READ_COMMITTED)
-            result = conn.execute(self._prune, {"b_names": list(names), "b_max_age": max_age})
-            return int(result.rowcount)
-
 
 STATEMENTS = MySQLStatements()

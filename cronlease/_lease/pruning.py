@@ -1,0 +1,120 @@
+"""Run-history pruning statements: each deletes a bounded batch, in a transaction of its own.
+
+One unbounded ``DELETE`` of an hour's history (1.8 M rows at the 8 x 500
+ticks per second benchmark shape) holds its locks and its undo for as long as
+it takes, behind which every replica's run rows wait. So a statement deletes
+at most ``limit`` rows and commits; the housekeeping task repeats it within a
+budget (cronlease/_run/housekeeping.py, docs/design.md §5.12). Rows still
+``running`` are never deleted.
+
+- **by age**: finished runs of the given tasks that started more than
+  ``max_age`` seconds ago (database clock);
+- **by count**: a task's finished runs older than its ``keep`` newest (newest
+  by ``started_at``, then slot; running ones count among the newest): one
+  index lookup finds the ``keep``-th newest, then rows strictly older go.
+
+A batch is chosen per backend: PostgreSQL and SQLite delete the rows whose key
+``(name, slot, manual)`` a ``LIMIT``-ed subquery selects (neither has ``DELETE
+... LIMIT``); MySQL/MariaDB use ``DELETE ... LIMIT``, since MariaDB refuses
+``LIMIT`` in an ``IN`` subquery (and MySQL a subquery on the table being
+deleted from), under READ COMMITTED so the range scan gap-locks nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Delete,
+    Double,
+    Integer,
+    String,
+    and_,
+    bindparam,
+    delete,
+    or_,
+    select,
+    tuple_,
+)
+from sqlalchemy.dialects.mysql import limit as mysql_limit
+from sqlalchemy.engine import Connection
+
+from cronlease._lease.schema import runs
+
+__all__ = ["Pruning"]
+
+_MYSQL = ("mysql", "mariadb")
+_limit = bindparam("b_limit", type_=Integer)
+_name = bindparam("b_name", type_=String)
+_cut_started = bindparam("b_cut_started", type_=Double)
+_cut_slot = bindparam("b_cut_slot", type_=BigInteger)
+
+
+class Pruning:
+    """The pruning statements of one backend; ``now`` is its database clock expression."""
+
+    def __init__(self, dialect: str, now: ColumnElement[float]) -> None:
+        self.dialect = dialect
+        finished = runs.c.outcome != "running"
+        old = and_(
+            runs.c.name.in_(bindparam("b_names", expanding=True)),
+            runs.c.started_at < now - bindparam("b_max_age", type_=Double),
+            finished,
+        )
+        beyond = and_(
+            runs.c.name == _name,
+            or_(
+                runs.c.started_at < _cut_started,
+                and_(runs.c.started_at == _cut_started, runs.c.slot < _cut_slot),
+            ),
+            finished,
+        )
+        self._old = self._bounded(old)
+        self._beyond = self._bounded(beyond)
+        # the keep-th newest run (offset keep - 1), found on the (name, started_at) index
+        self._cutoff = (
+            select(runs.c.started_at, runs.c.slot)
+            .where(runs.c.name == _name)
+            .order_by(runs.c.started_at.desc(), runs.c.slot.desc())
+            .limit(1)
+            .offset(bindparam("b_offset", type_=Integer))
+        )
+
+    def _bounded(self, where: ColumnElement[bool]) -> Delete:
+        if self.dialect in _MYSQL:
+            return delete(runs).where(where).ext(mysql_limit(_limit))
+        key = tuple_(runs.c.name, runs.c.slot, runs.c.manual)
+        batch = select(runs.c.name, runs.c.slot, runs.c.manual).where(where).limit(_limit)
+        return delete(runs).where(key.in_(batch))
+
+    def _begin(self, conn: Connection) -> None:
+        if self.dialect in _MYSQL:
+            from cronlease._lease.dialects.mysql import READ_COMMITTED
+
+            conn.exec_driver_sql(READ_COMMITTED)
+
+    def old(self, conn: Connection, names: Sequence[str], max_age: float, limit: int) -> int:
+        """Delete at most ``limit`` finished runs of ``names`` older than ``max_age`` s."""
+        if not names:
+            return 0
+        with conn.begin():
+            self._begin(conn)
+            params = {"b_names": list(names), "b_max_age": max_age, "b_limit": limit}
+            return int(conn.execute(self._old, params).rowcount)
+
+    def beyond(self, conn: Connection, name: str, keep: int, limit: int) -> int:
+        """Delete at most ``limit`` finished runs of ``name`` older than its ``keep`` newest."""
+        with conn.begin():
+            self._begin(conn)
+            cutoff = conn.execute(self._cutoff, {"b_name": name, "b_offset": keep - 1}).first()
+            if cutoff is None:
+                return 0  # no more than ``keep`` runs
+            params = {
+                "b_name": name,
+                "b_cut_started": float(cutoff.started_at),
+                "b_cut_slot": int(cutoff.slot),
+                "b_limit": limit,
+            }
+            return int(conn.execute(self._beyond, params).rowcount)
