@@ -10,6 +10,7 @@ held for long, and a pass stops after :data:`PRUNE_BUDGET_SECONDS` or
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -37,8 +38,10 @@ HOUSEKEEPING_TASK = "cronlease-housekeeping"
 #: rows one statement deletes at most (one transaction each)
 PRUNE_BATCH = 2000
 #: how long one pass may prune, and how many rows, before it leaves the rest for the next
-PRUNE_BUDGET_SECONDS = 60.0
+PRUNE_BUDGET_SECONDS = 240.0
 PRUNE_BUDGET_ROWS = 2_000_000
+#: the longest pause between two batches (each pause is as long as the batch took)
+MAX_PAUSE_SECONDS = 0.2
 #: task names per statement when pruning by age
 NAMES_PER_STATEMENT = 500
 
@@ -94,11 +97,20 @@ def prune_history(
     def spent() -> bool:
         return old + beyond >= budget.rows or time.monotonic() >= deadline
 
+    def batch(statement: Callable[[], int]) -> int:
+        began = time.monotonic()
+        removed = statement()
+        if removed >= budget.batch:
+            # Leave the database to the tick path as long as the batch held it: on
+            # SQLite a writer that backs off would otherwise never find it free.
+            time.sleep(min(time.monotonic() - began, MAX_PAUSE_SECONDS))
+        return removed
+
     if retention is not None:
         for start in range(0, len(names), NAMES_PER_STATEMENT):
             chunk = names[start : start + NAMES_PER_STATEMENT]
             while True:
-                removed = store.prune_old(chunk, retention, budget.batch)
+                removed = batch(functools.partial(store.prune_old, chunk, retention, budget.batch))
                 old += removed
                 if spent():
                     return Pruned(old, beyond, complete=False)
@@ -107,7 +119,7 @@ def prune_history(
     if keep is not None:
         for name in names:
             while True:
-                removed = store.prune_beyond(name, keep, budget.batch)
+                removed = batch(functools.partial(store.prune_beyond, name, keep, budget.batch))
                 beyond += removed
                 if spent():
                     return Pruned(old, beyond, complete=False)
