@@ -162,7 +162,7 @@ def _sqlite_engine(url: URL, **options: Any) -> Engine:
     def _begin(connection: Any) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
-    sqlite_file.watch(engine, url)  # after _configure: the file exists by then
+    sqlite_file.watch(engine, url)  # a file deleted or replaced under it (design §5.17)
     return engine
 
 

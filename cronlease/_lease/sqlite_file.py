@@ -16,6 +16,10 @@ the path once it is open), and
   different file (or created one at the deleted path): heartbeats and
   finishes never write to a database the replica did not start on.
 
+The identity is only as good as the old file's inode staying allocated: the
+pooled connections hold it open, so its number cannot be given to a new file.
+A process that closed every connection to it (``engine.dispose()``) could be
+fooled by a new file that got the freed number; a running replica never does.
 The replica does not reopen the new file: the old one holds the lease history
 and the leases of runs still going, and the new one knows neither (an empty
 file would let it rerun what the fleet just ran; a restored copy would roll
@@ -122,7 +126,9 @@ def watch(engine: Engine, url: URL) -> None:
     guard = FileGuard(path)
     _GUARDS[engine] = guard
 
-    @event.listens_for(engine, "connect")
+    # First among the connect hooks: a connection to another file is refused before
+    # the others switch it to WAL (which would write to it).
+    @event.listens_for(engine, "connect", insert=True)
     def _opened(_dbapi_connection: Any, _record: Any) -> None:
         guard.opened()
 
