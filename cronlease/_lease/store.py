@@ -44,6 +44,7 @@ from cronlease._lease.model import (
     check_task_name,
 )
 from cronlease._lease.schema import metadata
+from cronlease._safe_text import remember_password
 from cronlease.errors import RowRefused, StoreError
 
 __all__ = ["LeaseStore"]
@@ -76,6 +77,8 @@ class LeaseStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # hidden from every log line and page from now on (cronlease/_safe_text.py)
+        remember_password(engine.url.password)
         self.statements: Statements = statements_for(engine)
 
     @classmethod
