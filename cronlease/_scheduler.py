@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 from cronlease._events import ClockChecked, Event, EventBus
 from cronlease._lease.database import adopt_engine, create_store_engine
 from cronlease._lease.model import Outcome, check_task_name
+from cronlease._lease.names import normal_form
 from cronlease._lease.store import LeaseStore
 from cronlease._run.fire import Firing
 from cronlease._run.housekeeping import housekeeping_task
@@ -70,7 +71,7 @@ class Scheduler:
         if url is not None and engine is not None:
             raise ConfigError("give a database URL or an engine, not both")
         if namespace is not None:
-            check_task_name(namespace)
+            namespace = check_task_name(namespace)  # its stored form (NFC)
         if max_workers < 1:
             raise ConfigError("max_workers must be at least 1")
         self.namespace = namespace
@@ -200,7 +201,7 @@ class Scheduler:
 
     def get_task(self, name: str) -> Task:
         try:
-            return self._by_name[name]
+            return self._by_name[normal_form(name)]
         except KeyError:
             raise UnknownTaskError(f"no task named {name!r} is declared") from None
 

@@ -10,9 +10,11 @@ work exactly as for Python tasks:
   ``CRONLEASE_FENCE``, ``CRONLEASE_SCHEDULED_FOR`` (ISO 8601, UTC) and
   ``CRONLEASE_MANUAL`` (``1`` for a manual run).
 - stdout and stderr are logged line by line as they come, to the logger
-  ``cronlease.task.<name>`` (stdout at INFO, stderr at WARNING). Nothing is
-  buffered without bound: over-long lines are cut, and only the last lines of
-  stderr are kept, for the run's error summary.
+  ``cronlease.task.<name>`` (stdout at INFO, stderr at WARNING), made safe
+  first: terminal controls escaped (``\\x1b``), URL passwords hidden
+  (:mod:`cronlease._safe_text`); the stderr tail kept for the history is the
+  text as it came. Nothing is buffered without bound: over-long lines are
+  cut, and only the last lines of stderr are kept, for the run's error summary.
 - Exit status 0 is success. A nonzero status (or death by a signal) raises
   :class:`~cronlease.errors.CommandError` with the status, the duration and the tail of stderr,
   so the run is recorded ``failed`` with that summary. A program that cannot
@@ -45,6 +47,7 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import timezone
 
+from cronlease._safe_text import safe_text
 from cronlease._task import RunContext
 from cronlease.errors import CommandError, TaskTimeout
 
@@ -224,7 +227,8 @@ class _Lines:
 
     def _emit(self, raw: bytes) -> None:
         line = raw.decode("utf-8", errors="replace").rstrip("\r")
-        self._logger.log(self._level, "%s", line)
+        # shown safe (escapes, no URL password), kept as it is for the history's tail
+        self._logger.log(self._level, "%s", safe_text(line, keep="\t"))
         if self._tail is not None:
             self._tail.append(line[:TAIL_LINE_CHARS])
 

@@ -125,9 +125,10 @@ class Task:
     is_async: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        check_task_name(self.name)
+        # the stored form (NFC): a decomposed "é" and a composed one are one task
+        object.__setattr__(self, "name", check_task_name(self.name))
         if self.namespace is not None:
-            check_task_name(self.namespace)
+            object.__setattr__(self, "namespace", check_task_name(self.namespace))
         full_name = f"{self.namespace}:{self.name}" if self.namespace else self.name
         check_task_name(full_name)
         if not callable(self.func):

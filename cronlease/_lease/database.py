@@ -23,6 +23,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
 from cronlease._lease import sqlite_file
+from cronlease._safe_text import redact_secrets
 from cronlease.errors import ConfigError
 
 __all__ = ["DEFAULT_URL", "adopt_engine", "create_store_engine", "normalize_url", "redact"]
@@ -70,7 +71,8 @@ def normalize_url(url: str | URL) -> URL:
 def redact(url: str | URL) -> str:
     """The URL with its password hidden, for logs and pages."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        # hide_password hides the userinfo password; a ``?password=`` stays, so: redacted too
+        return redact_secrets(make_url(url).render_as_string(hide_password=True))
     except ArgumentError:
         return "<invalid URL>"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 import time
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cronlease._lease.names import invisible_character, normal_form, quoted
 from cronlease._lease.schema import (
     MAX_ERROR_LENGTH,
     MAX_FINGERPRINT_LENGTH,
@@ -41,9 +41,11 @@ MAX_HOLDER_ID_LENGTH = MAX_HOLDER_LENGTH - 17
 
 
 def check_task_name(name: object) -> str:
-    """Return ``name`` if it can be stored verbatim as a task name, else raise ConfigError."""
+    """``name`` as stored (NFC, :mod:`cronlease._lease.names`); ConfigError if it cannot be
+    a task name. Callers keep the returned form: it is the one compared and stored."""
     if not isinstance(name, str) or not name:
         raise ConfigError(f"a task name must be a non-empty string, got {name!r}")
+    name = normal_form(name)
     if len(name) > MAX_NAME_LENGTH:
         raise ConfigError(
             f"task name {name[:40]!r}... is {len(name)} characters long; "
@@ -52,8 +54,13 @@ def check_task_name(name: object) -> str:
     if name != name.strip():
         # MySQL ignores trailing spaces when comparing: 'a' and 'a ' would share a lease.
         raise ConfigError(f"task name {name!r} must not start or end with white space")
-    if any(unicodedata.category(char) == "Cc" for char in name):
-        raise ConfigError(f"task name {name!r} must not contain control characters")
+    invisible = invisible_character(name)
+    if invisible is not None:
+        # names that look alike, or one that shows as another, would be two tasks
+        raise ConfigError(
+            f"task name {quoted(name)} must not contain control characters or other invisible "
+            f"ones ({invisible})"
+        )
     return name
 
 

@@ -46,6 +46,7 @@ from cronlease._lease.model import (
 )
 from cronlease._lease.pruning import Pruning
 from cronlease._lease.schema import metadata
+from cronlease._safe_text import remember_password
 from cronlease.errors import RowRefused, StatementError, StoreError
 
 __all__ = ["LeaseStore"]
@@ -78,6 +79,8 @@ class LeaseStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # hidden from every log line and page from now on (cronlease/_safe_text.py)
+        remember_password(engine.url.password)
         self.statements: Statements = statements_for(engine)
         self._file = sqlite_file.guard_of(engine)  # None unless a SQLite file
         self._pruning = Pruning(engine.dialect.name, self.statements.now)

@@ -40,6 +40,7 @@ from datetime import datetime
 from cronlease._lease.model import Lease, Refusal
 from cronlease._lease.store import LeaseStore
 from cronlease._run.admission import Candidate, Skips
+from cronlease._run.log_streaks import LogStreaks
 from cronlease._run.outage import OutageLog
 from cronlease._run.side_thread import SideThread
 from cronlease._run.ticks import Decision, Tick
@@ -81,6 +82,7 @@ class Acquisition:
         self._skips = skips
         self._outage = outage
         self._ensure_schema = ensure_schema
+        self._streaks = LogStreaks(logger)  # "slot is ahead" warnings: once per streak
         # tasks whose latest scheduled tick another replica won (see defer())
         self._won_elsewhere: set[str] = set()
         # the second connection of a batch acquired in two halves
@@ -184,6 +186,8 @@ class Acquisition:
         debug = logger.isEnabledFor(logging.DEBUG)
         for candidate, result in zip(candidates, results, strict=True):
             tick = candidate.tick
+            if not isinstance(result, Refusal) or result.reason != "future":
+                self._streaks.ended(tick.task.full_name, "future")
             # only ticks of the scheduled path say who is likely to win the next one
             raced = tick.kind in ("scheduled", "retry")
             if isinstance(result, Lease):
@@ -207,7 +211,10 @@ class Acquisition:
             refusals[reason] += 1
             self._skips.skipped(tick.task, candidate.request.slot, reason, count=False)
             if reason == "future":
-                logger.warning(
+                self._streaks.warn(
+                    tick.task.full_name,
+                    "future",
+                    "refused as ahead of the database clock",
                     "%s: tick %s refused: the slot is ahead of the database clock; "
                     "is this host's clock fast?",
                     tick.task.full_name,

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from cronlease._events import EventBus, SkipReason, TickSkipped
 from cronlease._lease.model import AcquireRequest
+from cronlease._run.log_streaks import LogStreaks
 from cronlease._run.ticks import Tick, Timing
 from cronlease._stats import Stats
 from cronlease._task import Task
@@ -63,6 +64,7 @@ class Admission:
         self._holder = holder
         self._stats = stats
         self._skips = skips
+        self._streaks = LogStreaks(logger)  # misfire warnings: once per streak
 
     def admit(
         self, ticks: Sequence[Tick], *, accepting: bool, running: Collection[str]
@@ -97,7 +99,10 @@ class Admission:
             if tick.kind == "scheduled" and timing.lateness > grace:
                 self._stats.add("ticks_missed")
                 self._skips.skipped(task, timing.slot, "misfire")
-                logger.warning(
+                self._streaks.warn(
+                    task.full_name,
+                    "misfire",
+                    "skipped past their grace",
                     "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
                     task.full_name,
                     fire_time.isoformat(),
@@ -105,6 +110,8 @@ class Admission:
                     grace,
                 )
                 continue
+            if tick.kind == "scheduled":
+                self._streaks.ended(task.full_name, "misfire")
             if task.full_name in running:
                 self._skips.skipped(task, timing.slot, "overlap")
                 logger.debug(

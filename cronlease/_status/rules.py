@@ -12,6 +12,7 @@ from datetime import datetime
 
 from cronlease._lease.model import LeaseInfo
 from cronlease._lease.store import LeaseStore
+from cronlease._safe_text import MIN_SCRUBBED_PASSWORD, redact_secrets
 from cronlease._task import Task
 from cronlease._timing.schedule import Schedule, slot_of, time_of_slot
 
@@ -25,9 +26,6 @@ __all__ = [
     "is_overdue",
     "summarize_error",
 ]
-
-# Never replace a password shorter than this in error text: it would mangle the text.
-MIN_SCRUBBED_PASSWORD = 4
 
 _TRACEBACK = re.compile(r"(?:\+ )?(?:Exception Group )?Traceback \(most recent call last\):")
 _FRAME = '  File "'
@@ -98,7 +96,9 @@ def in_namespace(name: str, namespace: str | None) -> bool:
 
 @dataclass(frozen=True)
 class Scrubber:
-    """Replaces the database password in text that came from a driver or a task."""
+    """Hides the database password in text that came from a driver or a task: as it is
+    and URL-encoded if it has at least MIN_SCRUBBED_PASSWORD characters, and any
+    URL's password or ``password=`` value whatever its length (:mod:`cronlease._safe_text`)."""
 
     password: str | None
 
@@ -112,7 +112,7 @@ class Scrubber:
         return cls(None if password is None else str(password))
 
     def __call__(self, text: str) -> str:
-        return text if self.password is None else text.replace(self.password, "***")
+        return redact_secrets(text, self.password)
 
 
 @dataclass(frozen=True)

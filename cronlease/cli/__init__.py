@@ -30,7 +30,7 @@ from cronlease.cli.manage import cmd_pause as cmd_pause
 from cronlease.cli.manage import cmd_resume as cmd_resume
 from cronlease.cli.manage import cmd_trigger as cmd_trigger
 from cronlease.cli.manage import cmd_web as cmd_web
-from cronlease.cli.output import print_error
+from cronlease.cli.output import print_error, safe_output
 from cronlease.cli.parser import EPILOG as EPILOG
 from cronlease.cli.parser import build_parser as build_parser
 from cronlease.cli.run import cmd_check as cmd_check
@@ -52,16 +52,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     _configure_logging(args.log_level)
     handler: Callable[[argparse.Namespace], int] = args.handler
-    try:
-        return handler(args)
-    except (ConfigError, UsageError) as exc:
-        print_error(str(exc))
-        return EXIT_USAGE
-    except (StoreError, Failure) as exc:
-        print_error(str(exc))
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
-        return 130
+    with safe_output():  # foreign text printed escaped, passwords hidden
+        try:
+            return handler(args)
+        except (ConfigError, UsageError) as exc:
+            print_error(str(exc))
+            return EXIT_USAGE
+        except (StoreError, Failure) as exc:
+            print_error(str(exc))
+            return EXIT_FAILURE
+        except KeyboardInterrupt:
+            return 130
 
 
 def _configure_logging(level: str) -> None:

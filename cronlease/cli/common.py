@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cronlease._lease.database import DEFAULT_URL, create_store_engine, normalize_url
+from cronlease._lease.names import normal_form
 from cronlease._lease.store import LeaseStore
 from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG, Config, TaskSpec, load_config
 
@@ -82,13 +83,14 @@ def open_store(url: str) -> Iterator[LeaseStore]:
 
 
 def stored_name(config: Config | None, task: str) -> str:
-    """TASK as stored: with the config's namespace, or as given without a config."""
-    return config.full_name(task) if config else task
+    """TASK as stored: with the config's namespace, or as given without a config (in
+    normalization form C, as names are stored, whatever form the terminal typed)."""
+    return config.full_name(task) if config else normal_form(task)
 
 
 def task_spec(config: Config, task: str) -> TaskSpec:
     try:
-        return config.tasks[task]
+        return config.tasks[normal_form(task)]
     except KeyError:
         known = ", ".join(sorted(config.tasks)) or "none"
         raise UsageError(f"no task {task!r} in {config.path} (declared: {known})") from None

@@ -2,15 +2,49 @@
 
 Times, durations and error summaries read as :mod:`cronlease._status.text`
 and the status model write them, the same as on the status page.
+
+Whatever a command prints passes :func:`safe_output`: text from the database
+or a task (error texts, names and holders of rows another program wrote, a
+driver's message) has its terminal controls escaped and any password hidden
+(:mod:`cronlease._safe_text`); stored text is not changed.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
+from typing import TextIO, cast
 
+from cronlease._safe_text import escape_controls, safe_text
 from cronlease._status import format_time
+
+
+class SafeStream:
+    """A text stream whose writes are made safe first; newlines and tabs are kept."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(safe_text(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def safe_output() -> Iterator[None]:
+    """sys.stdout and sys.stderr made safe for as long as a command runs."""
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = cast(TextIO, SafeStream(stdout)), cast(TextIO, SafeStream(stderr))
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
 
 
 def print_error(message: str) -> None:
@@ -30,6 +64,8 @@ def short_time(moment: datetime | None) -> str:
 def print_table(headers: list[str], rows: list[list[str]]) -> None:
     if not rows:
         return
+    # escaped before the widths are measured (a newline in a cell would break the row)
+    rows = [[escape_controls(str(cell), keep="") for cell in row] for row in rows]
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
     for row in [headers, *rows]:
         print(

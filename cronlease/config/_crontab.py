@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cronlease._safe_text import escape_controls
 from cronlease._timing.schedule import Schedule
 from cronlease.errors import ConfigError
 
@@ -199,5 +200,6 @@ def _unique(name: str, taken: set[str]) -> str:
 
 
 def _string(value: str) -> str:
-    """A TOML basic string (JSON's escapes are valid TOML)."""
-    return json.dumps(value, ensure_ascii=False)
+    """A TOML basic string (JSON's escapes are valid TOML). JSON leaves DEL, C1 and bidi
+    controls as they are: TOML refuses a raw DEL, and none of them may reach a terminal."""
+    return escape_controls(json.dumps(value, ensure_ascii=False), keep="", unicode_escapes=True)

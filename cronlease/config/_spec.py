@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cronlease._lease.names import normal_form
 from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask
 from cronlease._task import RunContext, Task, takes_context
@@ -105,6 +106,7 @@ class Config:
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
 
     def full_name(self, name: str) -> str:
+        name = normal_form(name)  # as stored: a name typed decomposed finds its task
         return f"{self.namespace}:{name}" if self.namespace else name
 
 

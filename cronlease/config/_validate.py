@@ -98,7 +98,7 @@ class Validator:
         if "namespace" in data:
             namespace = self.string(data["namespace"], None, "namespace")
             try:
-                check_task_name(namespace)
+                namespace = check_task_name(namespace)
             except ConfigError as exc:
                 raise self.error(str(exc), key="namespace") from None
         holder = None
@@ -116,9 +116,18 @@ class Validator:
                 key="tasks",
             )
         tasks: dict[str, TaskSpec] = {}
+        written: dict[str, str] = {}  # stored name -> the name as the file writes it
         for name, table in tasks_table.items():
             spec = self.task(name, table, namespace)
-            tasks[name] = spec
+            if spec.name in tasks:
+                # TOML keys differ, the stored names do not: one lease for two tasks
+                raise self.error(
+                    f"declared twice: {written[spec.name]!r} and {name!r} are the same name "
+                    "in two Unicode forms (names are stored in normalization form C)",
+                    task=name,
+                )
+            tasks[spec.name] = spec
+            written[spec.name] = name
         return Config(
             path=self.path,
             database=database,
@@ -131,7 +140,7 @@ class Validator:
 
     def task(self, name: str, table: object, namespace: str | None) -> TaskSpec:
         try:
-            check_task_name(name)
+            stored = check_task_name(name)
             if namespace:
                 check_task_name(f"{namespace}:{name}")
         except ConfigError as exc:
@@ -181,7 +190,7 @@ class Validator:
         if type(catchup_limit) is not int or not 1 <= catchup_limit <= 1000:
             raise self.error("must be an integer from 1 to 1000", task=name, key="catchup_limit")
         common = {
-            "name": name,
+            "name": stored,
             "schedule": schedule,
             "lease_ttl": lease_ttl,
             "timeout": timeout,

@@ -10,6 +10,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from cronlease._safe_text import escape_controls
 from cronlease._status import format_duration, lease_text
 
 DEFAULT_REFRESH = 10
@@ -32,10 +33,11 @@ pre{white-space:pre-wrap;margin:.3em 0;max-width:100em}code{font-size:.95em}
 
 
 def _e(value: object) -> str:
-    """Escape any value for HTML text or an attribute; None shows as a dash."""
+    """Escape any value for HTML text or an attribute; None shows as a dash. Controls
+    are written as escapes first: a bidi override would reorder the page's text."""
     if value is None or value == "":
         return "-"
-    return html.escape(str(value), quote=True)
+    return html.escape(escape_controls(str(value)), quote=True)
 
 
 def _duration(value: float | None) -> str:

@@ -206,6 +206,28 @@ def test_never_shows_the_database_password(tmp_path: Path, task_name: str) -> No
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
+def test_controls_and_url_encoded_passwords_in_errors_are_not_shown(
+    db_url: str, task_name: str
+) -> None:
+    """Issue 11, item 13: a bidi override would reorder the page's text; a URL-encoded
+    password or a short one in a URL was shown as it was."""
+    scheduler = Scheduler(db_url)
+
+    def fails() -> None:
+        raise ValueError("txt.\u202eexe \x1b[2J postgresql://app:s3cr%40t%21x@db/app u:ab@")
+
+    scheduler.add_task(fails, every="1m", name=task_name)
+    assert scheduler.run_now(task_name) == "failed"
+    with serving(wsgi_app(scheduler)) as base:
+        _, _, page = request(f"{base}/")
+        _, _, data = request(f"{base}/status.json")
+    scheduler.runner.close()
+    assert "txt.\\u202eexe \\x1b[2J postgresql://app:***@db/app" in page
+    for body in (page, data):
+        assert "\u202e" not in body and "\x1b" not in body and "s3cr" not in body
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_store_source_with_declared_tasks_lists_orphans(db_url: str, task_name: str) -> None:
     old = make_scheduler(db_url, task_name)  # its tasks ran; now only one is still declared
     old.runner.close()

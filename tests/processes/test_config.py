@@ -134,6 +134,17 @@ CASES: dict[str, Case] = {
     "name-with-control-character": Case(
         _task('command = "true"\nevery = 5\n', '"a\\u0007b"'), "control characters", "a\x07b"
     ),
+    "name-in-two-unicode-forms": Case(
+        _task('command = "true"\nevery = 5\n', '"caf\u00e9"')
+        + _task('command = "true"\nevery = 5\n', '"cafe\u0301"'),
+        "declared twice",
+        "cafe\u0301",
+        None,
+        4,
+    ),
+    "name-with-bidi-override": Case(
+        _task('command = "true"\nevery = 5\n', '"a\u202eb"'), "U+202E", "a\u202eb", None, 1
+    ),
     "name-too-long": Case(
         _task('command = "true"\nevery = 5\n', "n" * 300), "characters long", "n" * 300, None, 1
     ),
