@@ -44,7 +44,6 @@ from cronlease._run.outage import OutageLog
 from cronlease._run.side_thread import SideThread
 from cronlease._run.ticks import Decision, Tick
 from cronlease._stats import Stats
-from cronlease._task import Task
 from cronlease.errors import RowRefused, StoreError
 
 __all__ = ["DEFER_SECONDS", "LARGE_BATCH", "LATE_PICKUP_MARGIN", "Acquisition"]
@@ -111,7 +110,7 @@ class Acquisition:
         return now, later
 
     def acquire(
-        self, candidates: Sequence[Candidate], on_won: Callable[[Task, Lease], None]
+        self, candidates: Sequence[Candidate], on_won: Callable[[Candidate, Lease], None]
     ) -> Decision:
         """Acquire the candidates' leases; winners go to ``on_won`` as their part answers.
 
@@ -163,7 +162,7 @@ class Acquisition:
         candidates: Sequence[Candidate],
         results: Results,
         decision: Decision,
-        on_won: Callable[[Task, Lease], None],
+        on_won: Callable[[Candidate, Lease], None],
         refusals: Counter[str],
     ) -> None:
         """Act on one part's results: winners to ``on_won``, refusals counted in ``refusals``."""
@@ -195,7 +194,7 @@ class Acquisition:
                         tick.task.full_name,
                         tick.fire_time.isoformat(),
                     )
-                on_won(tick.task, result)
+                on_won(candidate, result)
                 continue
             reason = result.reason
             if raced and reason in ("taken", "contended"):

@@ -60,3 +60,7 @@ class Decision:
     runs: list[Callable[[], Outcome]] = field(default_factory=list)
     #: late pickups: (monotonic time to try at, the retry tick)
     retries: list[tuple[float, Tick]] = field(default_factory=list)
+    #: ticks this replica had no free worker for, not sent to the database (so
+    #: another replica may take them): (epoch deadline, or None, the tick); only
+    #: when the caller asked to wait for capacity, else they were skipped
+    starved: list[tuple[float | None, Tick]] = field(default_factory=list)
