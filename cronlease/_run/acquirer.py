@@ -6,7 +6,10 @@ ticks whose timer is due — deferred ticks and late pickups — and asks the
 :class:`TickRunner` to decide them, in batches that name each task at most
 once, oldest first. Winners go straight to the :class:`WorkerPool` as each
 is registered, so losers never queue behind winners for a worker thread;
-late pickups go back on its timer heap.
+late pickups go back on its timer heap. Ticks no worker was free for (the
+runner sends no more than :attr:`TickRunner.capacity` allows) wait here,
+holding no lease, and are offered again as soon as a worker frees, until
+their grace ends (then skipped as ``capacity``).
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ one tick or a thousand (docs/design.md §4). Per result:
 - a **lease** is a winner, handed to ``on_won`` as soon as its part of the
   batch has answered;
 - a **late pickup**: a scheduled tick refused ``held`` because an older
-  slot's lease is still unexpired is tried once more when that lease expires,
+  slot's lease is still unexpired is tried again when that lease expires,
   if that is within the tick's grace, so a holder that died mid-run costs the
-  tick it interrupted, not the next one as well;
+  tick it interrupted, not the next one as well (and again if the lease was
+  renewed meanwhile, so a manual run delays a tick but never costs it);
 - any other **refusal** is a skipped tick, counted in bulk and reported to
   whoever listens: refusals are the common case, every replica but one, every
   tick.

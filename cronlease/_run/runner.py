@@ -6,6 +6,7 @@ one to the next; no stage calls into another's internals
 (docs/design.md §4):
 
 - :mod:`~cronlease._run.admission`: shutdown, grace, local overlap -> requests
+- :mod:`~cronlease._run.capacity`: no more requests than free worker slots
 - :mod:`~cronlease._run.acquisition`: one store call, refusals, late pickups
 - :mod:`~cronlease._run.active`: winners registered, heartbeats started
 - :mod:`~cronlease._run.execution`: the task called, its outcome named

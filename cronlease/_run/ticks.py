@@ -7,13 +7,18 @@ kind          grace  overlap  late pickup  deferral
 ============  =====  =======  ===========  ========
 scheduled     yes    yes      yes          yes
 catch_up      no     yes      no           no
-retry         no     yes      no           no
+retry         no     yes      yes          no
 manual        no     no       no           no
 ============  =====  =======  ===========  ========
 
-A ``retry`` is the late pickup of a scheduled tick: tried once more when the
-lease an older run still held expires. A ``manual`` tick (run now) is decided
-by the lease alone and never consumes a scheduled slot.
+A ``retry`` is the late pickup of a scheduled tick: tried again when the
+lease an older run still held expires, and again if it was renewed meanwhile,
+always within the scheduled tick's grace (its deadline: late pickups of a
+retry, and the check of a lease won too late, use it; the admission grace
+check does not). A ``manual`` tick (run now) is decided by the lease alone,
+never consumes a scheduled slot and never delays or overlaps a scheduled tick
+on this replica as ``overlap``. A tick dispatched to the worker pool takes a
+worker slot (:mod:`cronlease._run.capacity`); an inline one does not.
 """
 
 from __future__ import annotations
