@@ -24,7 +24,7 @@ from pathlib import Path
 from _common import header, url_for
 from sqlalchemy import select
 
-from cronlease._lease.store import LeaseStore
+from cronlease import Scheduler
 from tests.support import ledger
 from tests.support.procs import Proc
 
@@ -76,7 +76,7 @@ def run(url: str, args: argparse.Namespace) -> None:
     names = [f"{prefix}-{i:03d}" for i in range(args.tasks)]
     missed = sum(1 for name in names for slot in window if slots[name][slot] == 0)
     twice = sum(1 for name in names for slot in window if slots[name][slot] > 1)
-    store = LeaseStore(url)
+    store = Scheduler(url, history_retention=None).store
     outcomes = Counter(
         run.outcome for runs in store.recent_runs(names, limit=1000).values() for run in runs
     )
