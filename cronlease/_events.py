@@ -49,6 +49,7 @@ SkipReason = Literal[
     "misfire",  # the tick started later than its grace
     "overlap",  # this replica's previous run of the task is still going
     "shutdown",  # the scheduler is stopping
+    "capacity",  # every worker of this replica was busy until the tick's grace ran out
 ]
 
 

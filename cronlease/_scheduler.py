@@ -110,6 +110,7 @@ class Scheduler:
             loop_getter=lambda: self._loop,
             on_schema_ready=self._on_database_ready,
             events=self.events,
+            max_workers=self._max_workers,
         )
 
     def _reset_after_fork(self) -> None:

@@ -30,10 +30,12 @@ __all__ = [
     "storable_error",
 ]
 
-Outcome = Literal["running", "succeeded", "failed", "lost", "timed_out", "interrupted", "abandoned"]
+Outcome = Literal[
+    "running", "succeeded", "failed", "lost", "timed_out", "interrupted", "abandoned", "missed"
+]
 #: the outcomes a finish may record (``running`` and ``abandoned`` are set by acquisitions)
 FINAL_OUTCOMES: frozenset[Outcome] = frozenset(
-    {"succeeded", "failed", "lost", "timed_out", "interrupted"}
+    {"succeeded", "failed", "lost", "timed_out", "interrupted", "missed"}
 )
 MAX_TTL_SECONDS = 86400.0
 # room in the holder column for '#' and the per-attempt nonce (16 hex digits)

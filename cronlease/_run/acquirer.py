@@ -6,7 +6,10 @@ ticks whose timer is due — deferred ticks and late pickups — and asks the
 :class:`TickRunner` to decide them, in batches that name each task at most
 once, oldest first. Winners go straight to the :class:`WorkerPool` as each
 is registered, so losers never queue behind winners for a worker thread;
-late pickups go back on its timer heap.
+late pickups go back on its timer heap. Ticks no worker was free for (the
+runner sends no more than :attr:`TickRunner.capacity` allows) wait here,
+holding no lease, and are offered again as soon as a worker frees, until
+their grace ends (then skipped as ``capacity``).
 """
 
 from __future__ import annotations
@@ -59,20 +62,27 @@ class Acquirer:
         if thread is not None and thread is not threading.current_thread():
             thread.join(JOIN_SECONDS)
 
+    def _wake(self) -> None:
+        self._inbox.put([])
+
     def _loop(self) -> None:
         timers: list[tuple[float, int, Tick]] = []
         order = itertools.count()
+        # ticks no worker was free for, not sent to the database: (monotonic
+        # deadline or None, tick), offered again as soon as a worker frees
+        waiting: list[tuple[float | None, Tick]] = []
+        capacity = self._runner.capacity
         while True:
-            timeout = None if not timers else max(0.0, timers[0][0] - time.monotonic())
+            wakes = [timers[0][0]] if timers else []
+            wakes += [deadline for deadline, _ in waiting if deadline is not None]
+            timeout = None if not wakes else max(0.0, min(wakes) - time.monotonic())
             try:
                 first = self._inbox.get(timeout=timeout)
             except queue.Empty:
                 first = []
-            if first is None:
-                return
-            fired = list(first)
-            stop = False
-            while True:  # everything else already waiting goes in the same batch
+            stop = first is None
+            fired = [] if first is None else list(first)
+            while not stop:  # everything else already waiting goes in the same batch
                 try:
                     more = self._inbox.get_nowait()
                 except queue.Empty:
@@ -93,18 +103,36 @@ class Acquirer:
             now = time.monotonic()
             while timers and timers[0][0] <= now:
                 ticks.append(heapq.heappop(timers)[2])
+            if waiting:
+                expired = [
+                    tick for deadline, tick in waiting if deadline is not None and deadline <= now
+                ]
+                if expired:
+                    self._runner.skip_for_capacity(expired)
+                    waiting = [(d, tick) for d, tick in waiting if d is None or d > now]
+                if waiting and (capacity.free > 0 or stop):
+                    # oldest first: they go ahead of newer ticks of the same tasks
+                    ticks = [tick for _, tick in waiting] + ticks
+                    waiting = []
             for batch in distinct_tasks(ticks):
                 try:
-                    decision = self._runner.acquire_ticks(batch, dispatch=self._pool.submit)
+                    decision = self._runner.acquire_ticks(
+                        batch, dispatch=self._pool.submit, wait_for_capacity=not stop
+                    )
                 except Exception:  # the acquirer must survive anything
                     logger.exception("unexpected error acquiring a batch of ticks")
                     continue
-                for due, retry in decision.retries:
-                    heapq.heappush(timers, (due, next(order), retry))
+                for due_at, retry in decision.retries:
+                    heapq.heappush(timers, (due_at, next(order), retry))
+                for until, tick in decision.starved:
+                    deadline = None if until is None else time.monotonic() + until - time.time()
+                    waiting.append((deadline, tick))
             if fired:
                 self._runner.pulse.beat()  # a pass APScheduler fired is decided
             if stop:
                 return
+            if waiting:
+                capacity.when_free(self._wake)
 
 
 def distinct_tasks(ticks: list[Tick]) -> list[list[Tick]]:

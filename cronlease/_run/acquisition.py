@@ -6,9 +6,10 @@ one tick or a thousand (docs/design.md §4). Per result:
 - a **lease** is a winner, handed to ``on_won`` as soon as its part of the
   batch has answered;
 - a **late pickup**: a scheduled tick refused ``held`` because an older
-  slot's lease is still unexpired is tried once more when that lease expires,
+  slot's lease is still unexpired is tried again when that lease expires,
   if that is within the tick's grace, so a holder that died mid-run costs the
-  tick it interrupted, not the next one as well;
+  tick it interrupted, not the next one as well (and again if the lease was
+  renewed meanwhile, so a manual run delays a tick but never costs it);
 - any other **refusal** is a skipped tick, counted in bulk and reported to
   whoever listens: refusals are the common case, every replica but one, every
   tick.
@@ -45,7 +46,6 @@ from cronlease._run.outage import OutageLog
 from cronlease._run.side_thread import SideThread
 from cronlease._run.ticks import Decision, Tick
 from cronlease._stats import Stats
-from cronlease._task import Task
 from cronlease.errors import RowRefused, StoreError
 
 __all__ = ["DEFER_SECONDS", "LARGE_BATCH", "LATE_PICKUP_MARGIN", "Acquisition"]
@@ -113,7 +113,7 @@ class Acquisition:
         return now, later
 
     def acquire(
-        self, candidates: Sequence[Candidate], on_won: Callable[[Task, Lease], None]
+        self, candidates: Sequence[Candidate], on_won: Callable[[Candidate, Lease], None]
     ) -> Decision:
         """Acquire the candidates' leases; winners go to ``on_won`` as their part answers.
 
@@ -165,7 +165,7 @@ class Acquisition:
         candidates: Sequence[Candidate],
         results: Results,
         decision: Decision,
-        on_won: Callable[[Task, Lease], None],
+        on_won: Callable[[Candidate, Lease], None],
         refusals: Counter[str],
     ) -> None:
         """Act on one part's results: winners to ``on_won``, refusals counted in ``refusals``."""
@@ -199,7 +199,7 @@ class Acquisition:
                         tick.task.full_name,
                         tick.fire_time.isoformat(),
                     )
-                on_won(tick.task, result)
+                on_won(candidate, result)
                 continue
             reason = result.reason
             if raced and reason in ("taken", "contended"):

@@ -71,9 +71,11 @@ class ActiveRuns:
                     del self._runs[name]
             self._changed.notify_all()
 
-    def names(self) -> set[str]:
+    def names(self, *, include_manual: bool = True) -> set[str]:
         with self._changed:
-            return set(self._runs)
+            if include_manual:
+                return set(self._runs)
+            return {name for name, run in self._runs.items() if not run.lease.manual}
 
     def interrupt(self) -> list[ActiveRun]:
         """Mark every run not yet interrupted as interrupted, stop renewing it; return them."""

@@ -23,9 +23,9 @@ from cronlease._run.log_streaks import LogStreaks
 from cronlease._run.ticks import Tick, Timing
 from cronlease._stats import Stats
 from cronlease._task import Task
-from cronlease._timing.schedule import slot_of
+from cronlease._timing.schedule import MIN_TTL, slot_of
 
-__all__ = ["Admission", "Candidate", "Skips"]
+__all__ = ["Admission", "Candidate", "Skips", "manual_ttl"]
 
 logger = logging.getLogger("cronlease")
 
@@ -128,19 +128,63 @@ class Admission:
                 tolerance=timing.tolerance,
                 fingerprint=task.schedule.fingerprint,
             )
-            pickup_until = fire_time.timestamp() + grace if tick.kind == "scheduled" else None
+            # A retry keeps its tick's deadline: it may be picked up again (a lease
+            # renewed meanwhile) and must still start within the grace.
+            pickup_until = (
+                fire_time.timestamp() + grace if tick.kind in ("scheduled", "retry") else None
+            )
             candidates.append(Candidate(tick, request, pickup_until))
         return candidates
+
+    def skip_for_capacity(self, ticks: Sequence[Tick]) -> None:
+        """Ticks no worker of this replica was free for within their grace; never sent
+        to the database, so another replica was free to take them."""
+        for tick in ticks:
+            self._skips.skipped(tick.task, slot_of(tick.fire_time), "capacity")
+            logger.debug(
+                "%s: tick %s skipped: every worker of this replica was busy",
+                tick.task.full_name,
+                tick.fire_time.isoformat(),
+            )
+
+    def missed_after_win(self, candidate: Candidate, late: float) -> None:
+        """A lease won past the tick's grace: the tick counts as missed, like one
+        admission refused (the acquisition answered that late)."""
+        task, fire_time = candidate.tick.task, candidate.tick.fire_time
+        self._stats.add("ticks_missed")
+        self._skips.skipped(task, candidate.request.slot, "misfire")
+        logger.warning(
+            "%s: tick %s not run: its lease was won %.3f s past its grace "
+            "(the database was slow to answer); released",
+            task.full_name,
+            fire_time.isoformat(),
+            late,
+        )
 
     def _manual_request(self, task: Task, asked_at: datetime) -> AcquireRequest:
         return AcquireRequest(
             name=task.full_name,
             slot=slot_of(asked_at),
-            ttl=task.ttl(asked_at),
+            ttl=manual_ttl(task, asked_at),
             holder=self._holder,
             fingerprint=task.schedule.fingerprint,
             manual=True,
         )
+
+
+def manual_ttl(task: Task, asked_at: datetime) -> float:
+    """A manual run's TTL: the task's, but at most half the next tick's grace (>= 1 s).
+
+    Its heartbeat renews it while it runs, and its end releases it. A scheduled
+    tick that fires meanwhile is refused ``held`` and picked up when the lease
+    frees (docs/design.md §4.4); the short TTL keeps the expiry that tick sees
+    within its grace, so a manual run that ends in time never costs it.
+    """
+    ttl = task.ttl(asked_at)
+    following = task.schedule.next_fire_time(asked_at)
+    if following is None:
+        return ttl
+    return min(ttl, max(MIN_TTL, task.grace_for(following) / 2))
 
 
 def _timing(task: Task, fire_time: datetime, now: datetime) -> Timing:

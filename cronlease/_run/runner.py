@@ -6,6 +6,7 @@ one to the next; no stage calls into another's internals
 (docs/design.md §4):
 
 - :mod:`~cronlease._run.admission`: shutdown, grace, local overlap -> requests
+- :mod:`~cronlease._run.capacity`: no more requests than free worker slots
 - :mod:`~cronlease._run.acquisition`: one store call, refusals, late pickups
 - :mod:`~cronlease._run.active`: winners registered, heartbeats started
 - :mod:`~cronlease._run.execution`: the task called, its outcome named
@@ -33,8 +34,9 @@ from cronlease._lease.model import Lease, Outcome
 from cronlease._lease.store import LeaseStore
 from cronlease._run.acquisition import Acquisition
 from cronlease._run.active import ActiveRun, ActiveRuns
-from cronlease._run.admission import Admission, Skips
-from cronlease._run.execution import Execution
+from cronlease._run.admission import Admission, Candidate, Skips
+from cronlease._run.capacity import Capacity, Rationing
+from cronlease._run.execution import Ended, Execution
 from cronlease._run.outage import OutageLog
 from cronlease._run.pulse import Pulse
 from cronlease._run.recorder import Recorder
@@ -62,6 +64,7 @@ class TickRunner:
         loop_getter: Callable[[], asyncio.AbstractEventLoop | None] = lambda: None,
         on_schema_ready: Callable[[], None] = lambda: None,
         events: EventBus | None = None,
+        max_workers: int = 16,
     ) -> None:
         self.store = store
         self.holder = holder
@@ -79,6 +82,10 @@ class TickRunner:
         self._schema_lock = threading.Lock()
         self._on_schema_ready = on_schema_ready
         self._stopped = threading.Event()
+        #: the worker slots ticks on the pool take (docs/design.md §4.3); whoever
+        #: dispatches work to the pool takes a slot first and gives it back after
+        self.capacity = Capacity(max_workers)
+        self._rationing = Rationing()
 
     # --- schema -----------------------------------------------------------
 
@@ -106,7 +113,13 @@ class TickRunner:
         acquire a little later (the deferral rule of :mod:`cronlease._run.acquisition`)."""
         return self._acquisition.defer(ticks)
 
-    def acquire_ticks(self, ticks: Sequence[Tick], dispatch: Dispatch | None = None) -> Decision:
+    def acquire_ticks(
+        self,
+        ticks: Sequence[Tick],
+        dispatch: Dispatch | None = None,
+        *,
+        wait_for_capacity: bool = False,
+    ) -> Decision:
         """Decide ticks that fell due together (each task at most once in ``ticks``).
 
         Admission, then one acquisition for the survivors; refusals are
@@ -117,8 +130,15 @@ class TickRunner:
         :attr:`Decision.runs`. Call each run once, on a worker thread; its
         outcome is recorded with the others of the batch. Never raises for a
         database error.
+
+        Only as many ticks as :attr:`capacity` has free slots are sent to the
+        database; each run given out holds one until it ends. The rest are
+        skipped (``capacity``), or with ``wait_for_capacity`` returned in
+        :attr:`Decision.starved` for the caller to offer again when a slot
+        frees (:meth:`Capacity.when_free`) or report with
+        :meth:`skip_for_capacity`.
         """
-        return self._decide(ticks, dispatch, inline=False)
+        return self._decide(ticks, dispatch, inline=False, wait_for_capacity=wait_for_capacity)
 
     def run_tick(
         self, task: Task, fire_time: datetime, *, catch_up: bool = False
@@ -139,43 +159,146 @@ class TickRunner:
     def _run_inline(self, tick: Tick) -> Outcome | None:
         """A batch of one, run here; a late pickup waits here for the held lease."""
         decision = self._decide([tick], None, inline=True)
-        for due, retry in decision.retries:  # at most one; a retry is never retried
+        while decision.retries:  # at most one; it may be picked up again within its grace
+            ((due, retry),) = decision.retries
             # a shutdown meanwhile ends the wait, and admission skips the retry
             self._stopped.wait(max(0.0, due - time.monotonic()))
             decision = self._decide([retry], None, inline=True)
         return decision.runs[0]() if decision.runs else None
 
     def _decide(
-        self, ticks: Sequence[Tick], dispatch: Dispatch | None, *, inline: bool
+        self,
+        ticks: Sequence[Tick],
+        dispatch: Dispatch | None,
+        *,
+        inline: bool,
+        wait_for_capacity: bool = False,
     ) -> Decision:
+        # A manual run here does not make a scheduled tick an overlap: the lease
+        # decides, and the tick is picked up when the manual run ends (§4.4).
         candidates = self._admission.admit(
-            ticks, accepting=not self._stopped.is_set(), running=self._active.names()
+            ticks,
+            accepting=not self._stopped.is_set(),
+            running=self._active.names(include_manual=False),
         )
         if candidates and not inline:  # batching figures: ticks that fell due together
             self.stats.add("acquire_batches")
             self.stats.add("acquire_batch_ticks", len(candidates))
         runs: list[Callable[[], Outcome]] = []
         hand_out = runs.append if dispatch is None else dispatch
+        handed_out = 0
 
-        def on_won(task: Task, lease: Lease) -> None:
+        def on_won(candidate: Candidate, lease: Lease) -> None:
+            nonlocal handed_out
+            task = candidate.tick.task
             run = self._active.begin(task, lease)
-            if not inline:
-                self._recorder.expect()
-            hand_out(functools.partial(self._execute, run, inline))
+            if self._too_late(candidate, run):
+                return
+            if inline:
+                hand_out(functools.partial(self._execute, run, True))
+                return
+            self._recorder.expect()
+            try:
+                hand_out(functools.partial(self._execute_on_worker, run))
+            except Exception as exc:  # e.g. "can't start new thread": the run never starts
+                self._not_handed_out(run, exc)
+                return
+            handed_out += 1
 
-        if not inline:
-            self._recorder.hold()
+        if inline:  # the caller's thread runs it: no worker slot
+            return self._with_runs(self._acquisition.acquire(candidates, on_won), runs)
+        decision = Decision()
+        self._recorder.hold()
         try:
-            decision = self._acquisition.acquire(candidates, on_won)
+            pending = candidates
+            ordered = False
+            while pending:
+                granted = self.capacity.take(len(pending))
+                if granted < len(pending) and not ordered:
+                    pending, ordered = self._rationing.order(pending), True
+                batch, pending = pending[:granted], pending[granted:]
+                if not batch:
+                    break
+                before = handed_out
+                try:
+                    part = self._acquisition.acquire(batch, on_won)
+                finally:  # the slots of ticks not won (or not started) are free again
+                    self.capacity.give_back(granted - (handed_out - before))
+                self._rationing.served(batch)
+                decision.retries.extend(part.retries)
         finally:
-            if not inline:
-                self._recorder.unhold()
+            self._recorder.unhold()
+        if pending:
+            self._rationing.left_out(candidate.tick for candidate in pending)
+            if wait_for_capacity:
+                decision.starved = [(c.pickup_until, c.tick) for c in pending]
+            else:
+                self.skip_for_capacity([candidate.tick for candidate in pending])
+        return self._with_runs(decision, runs)
+
+    @staticmethod
+    def _with_runs(decision: Decision, runs: list[Callable[[], Outcome]]) -> Decision:
         decision.runs = runs
         return decision
+
+    def skip_for_capacity(self, ticks: Sequence[Tick]) -> None:
+        """Report ticks skipped because no worker of this replica was free in time."""
+        self._admission.skip_for_capacity(ticks)
+
+    def _too_late(self, candidate: Candidate, run: ActiveRun) -> bool:
+        """A lease won past the tick's grace (the acquisition waited on a lock): not run.
+
+        The lease is released at once and the run recorded ``missed``; the task
+        is not called. The grace is checked at admission too, but a statement
+        that waited on a busy database can answer long after (§4.4).
+        """
+        deadline = candidate.pickup_until
+        if deadline is None:
+            return False
+        late = time.time() - deadline
+        if late <= 0:
+            return False
+        self._admission.missed_after_win(candidate, late)
+        self._end_unstarted(
+            run, "missed", f"not run: its lease was won {late:.3f} s past the tick's grace"
+        )
+        return True
+
+    def _not_handed_out(self, run: ActiveRun, exc: Exception) -> None:
+        logger.error(
+            "%s: slot %s not run: it could not be handed to a worker: %r",
+            run.task.full_name,
+            run.lease.slot,
+            exc,
+        )
+        # the finisher expects this run (expect() came first): record it through it
+        self._end_unstarted(
+            run,
+            "failed",
+            f"not run: it could not be handed to a worker: {exc!r}",
+            self._recorder.later,
+        )
+
+    def _end_unstarted(
+        self,
+        run: ActiveRun,
+        outcome: Outcome,
+        error: str,
+        ended: Callable[[Ended], None] | None = None,
+    ) -> None:
+        """Record a won run whose task will never be called, and release its lease."""
+        self._active.stop_renewing(run)
+        (ended or self._recorder.now)(Ended(run, outcome, error, 0.0))
 
     def _execute(self, run: ActiveRun, inline: bool) -> Outcome:
         ended = self._recorder.now if inline else self._recorder.later
         return self._execution.execute(run, ended)
+
+    def _execute_on_worker(self, run: ActiveRun) -> Outcome:
+        try:
+            return self._execute(run, False)
+        finally:  # the worker is free for the next tick
+            self.capacity.give_back()
 
     # --- lifecycle --------------------------------------------------------
 

@@ -7,13 +7,18 @@ kind          grace  overlap  late pickup  deferral
 ============  =====  =======  ===========  ========
 scheduled     yes    yes      yes          yes
 catch_up      no     yes      no           no
-retry         no     yes      no           no
+retry         no     yes      yes          no
 manual        no     no       no           no
 ============  =====  =======  ===========  ========
 
-A ``retry`` is the late pickup of a scheduled tick: tried once more when the
-lease an older run still held expires. A ``manual`` tick (run now) is decided
-by the lease alone and never consumes a scheduled slot.
+A ``retry`` is the late pickup of a scheduled tick: tried again when the
+lease an older run still held expires, and again if it was renewed meanwhile,
+always within the scheduled tick's grace (its deadline: late pickups of a
+retry, and the check of a lease won too late, use it; the admission grace
+check does not). A ``manual`` tick (run now) is decided by the lease alone,
+never consumes a scheduled slot and never delays or overlaps a scheduled tick
+on this replica as ``overlap``. A tick dispatched to the worker pool takes a
+worker slot (:mod:`cronlease._run.capacity`); an inline one does not.
 """
 
 from __future__ import annotations
@@ -60,3 +65,7 @@ class Decision:
     runs: list[Callable[[], Outcome]] = field(default_factory=list)
     #: late pickups: (monotonic time to try at, the retry tick)
     retries: list[tuple[float, Tick]] = field(default_factory=list)
+    #: ticks this replica had no free worker for, not sent to the database (so
+    #: another replica may take them): (epoch deadline, or None, the tick); only
+    #: when the caller asked to wait for capacity, else they were skipped
+    starved: list[tuple[float | None, Tick]] = field(default_factory=list)

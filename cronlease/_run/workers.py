@@ -19,6 +19,8 @@ class WorkerPool:
     process alive after shutdown gave up waiting for a task that hangs. Work
     submitted after :meth:`shutdown` still runs, on a thread of its own: a run
     whose lease was won must run (or its lease would block the next tick).
+    The runner never hands it more than ``max_workers`` runs at once
+    (:mod:`cronlease._run.capacity`), so a won run does not wait in its queue.
     """
 
     def __init__(self, max_workers: int) -> None:

@@ -51,7 +51,8 @@ def test_a_batch_with_a_long_schedule_and_a_nul_error_runs_and_records_every_tas
     db_url: str, task_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="cronlease")
-    scheduler = Scheduler(db_url, history_retention=None)
+    # 50 runs handed out together: a worker slot for each (docs/design.md §4.3)
+    scheduler = Scheduler(db_url, history_retention=None, max_workers=50)
     fire_time = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(milliseconds=50)
     fire_time = fire_time.replace(microsecond=(fire_time.microsecond // 1000) * 1000)
 
@@ -133,7 +134,8 @@ def test_a_batch_the_database_refuses_for_one_row_costs_that_row_only(
     the other 48 run and are recorded, each bad one is named in one error line, and
     nothing is reported as an outage."""
     caplog.set_level(logging.WARNING, logger="cronlease")
-    scheduler = Scheduler(db_url, history_retention=None)
+    # 50 runs handed out together: a worker slot for each (docs/design.md §4.3)
+    scheduler = Scheduler(db_url, history_retention=None, max_workers=50)
     fire_time = datetime.now(timezone.utc) - timedelta(milliseconds=50)
     fire_time = fire_time.replace(microsecond=(fire_time.microsecond // 1000) * 1000)
     tag = "poison_" + task_name.replace("-", "_")

@@ -35,7 +35,8 @@ def _fire_time() -> datetime:
 def _replica(
     db_url: str, prefix: str, count: int, anchor: datetime
 ) -> tuple[Scheduler, list[Task]]:
-    scheduler = Scheduler(db_url, history_retention=None)
+    # every run of the tick handed out at once: a worker slot each (docs/design.md §4.3)
+    scheduler = Scheduler(db_url, history_retention=None, max_workers=count)
     tasks = [
         scheduler.add_task(lambda: None, every="10s", name=f"{prefix}-{i:04d}", anchor=anchor)
         for i in range(count)
