@@ -214,17 +214,25 @@ class Task:
     def grace_for(self, fire_time: datetime) -> float:
         return self.grace if self.grace is not None else self.schedule.grace(fire_time)
 
-    def missed_ticks(self, cursor_slot: int, now: datetime) -> list[datetime]:
+    def missed_ticks(
+        self, cursor_slot: int, now: datetime, busy_until: float | None = None
+    ) -> list[datetime]:
         """The ticks to catch up after every replica was down, per the catch-up policy.
 
         ``latest``: the last fire time before ``now`` if the fleet did not run
         it and it is younger than min(interval, 1 h) (Kubernetes CronJob's
         behaviour). ``all``: every missed fire time, the latest ``catchup_limit``.
         ``skip``: none. A task that never ran has nothing to catch up.
+        ``busy_until`` (epoch seconds) is when the lease of the cursor's run
+        ended: a tick that fell due before it found the run still going and
+        was skipped for overlap — not missed.
         """
         if self.catchup == "skip" or cursor_slot < 0:
             return []
-        missed = self.schedule.missed(time_of_slot(cursor_slot), now, self.catchup_limit)
+        after = time_of_slot(cursor_slot)
+        if busy_until is not None and busy_until > after.timestamp():
+            after = datetime.fromtimestamp(busy_until, tz=after.tzinfo)
+        missed = self.schedule.missed(after, now, self.catchup_limit)
         if self.catchup == "all":
             return missed
         if not missed:

@@ -44,6 +44,8 @@ class ActiveRuns:
         self._heartbeats = Heartbeats(store)
         self._runs: dict[str, ActiveRun] = {}
         self._changed = threading.Condition()
+        # closed while runs were still going: close the heartbeats when the last one ends
+        self._close_when_idle = False
 
     def begin(self, task: Task, lease: Lease) -> ActiveRun:
         """Start renewing a won lease and count its run as in progress."""
@@ -56,6 +58,7 @@ class ActiveRuns:
         run = ActiveRun(task, lease, liveness, started=time.monotonic())
         with self._changed:
             self._runs[task.full_name] = run
+            self._close_when_idle = False
         return run
 
     def stop_renewing(self, run: ActiveRun) -> None:
@@ -70,6 +73,10 @@ class ActiveRuns:
                 if self._runs.get(name) is run:
                     del self._runs[name]
             self._changed.notify_all()
+            close = self._close_when_idle and not self._runs
+            self._close_when_idle = self._close_when_idle and not close
+        if close:
+            self._heartbeats.close()
 
     def names(self) -> set[str]:
         with self._changed:
@@ -85,6 +92,17 @@ class ActiveRuns:
             self.stop_renewing(run)
         return still
 
+    def wait_gone(self, names: set[str], timeout: float) -> bool:
+        """Wait until none of ``names`` is in progress; False if some still are then."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while names & self._runs.keys():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
+
     def wait_idle(self, timeout: float | None) -> bool:
         """Wait until no run is in progress; False if some still are at the deadline."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -97,4 +115,10 @@ class ActiveRuns:
             return True
 
     def close(self) -> None:
+        """Stop the heartbeat thread — now if no run is in progress, else when the last
+        one ends: a run keeps its lease renewed until it really ends (§4.10)."""
+        with self._changed:
+            self._close_when_idle = bool(self._runs)
+            if self._close_when_idle:
+                return
         self._heartbeats.close()

@@ -14,6 +14,7 @@ really returned: a lease is never released while its task executes.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from collections.abc import Sequence
 
@@ -166,9 +167,12 @@ class Recorder:
             names = ", ".join(run.task.full_name for run in runs)
             logger.warning("%s: could not record the interruption: %s", names, exc)
 
-    def close(self) -> None:
-        """Write what is queued, then stop the finisher thread."""
-        self._finisher.close()
+    def stop(self) -> threading.Thread | None:
+        """Write what is queued, then stop the finisher thread; returns it, to join.
+
+        A run that ends later starts the thread again: it is recorded whenever it ends.
+        """
+        return self._finisher.stop()
 
 
 def _not_recorded(run: ActiveRun, outcome: Outcome, error: StoreError) -> None:

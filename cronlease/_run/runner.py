@@ -37,6 +37,7 @@ from cronlease._run.admission import Admission, Skips
 from cronlease._run.execution import Execution
 from cronlease._run.outage import OutageLog
 from cronlease._run.recorder import Recorder
+from cronlease._run.stopping import Deadline
 from cronlease._run.ticks import Decision, Tick
 from cronlease._stats import Stats
 from cronlease._task import Task
@@ -198,11 +199,18 @@ class TickRunner:
         """Wait until no run is in progress; False if some still are at the deadline."""
         return self._active.wait_idle(timeout)
 
+    def wait_ended(self, names: set[str], timeout: float) -> bool:
+        """Wait until none of the tasks ``names`` (full names) runs here; False at the timeout."""
+        return self._active.wait_gone(names, timeout)
+
     def interrupt_running(self) -> None:
         """Record runs still executing as interrupted; keep their leases until they expire."""
         self._recorder.interrupt(self._active.interrupt())
 
-    def close(self) -> None:
-        self._recorder.close()  # it writes what is queued, then stops
+    def close(self, deadline: Deadline | None = None) -> None:
+        """Write what is queued (waiting for it within ``deadline``, default 10 s), stop
+        the side thread; the heartbeat thread stops once no run is in progress."""
+        deadline = deadline or Deadline(10.0)
+        deadline.join(self._recorder.stop(), "the last outcomes to be written")
         self._acquisition.close()
         self._active.close()
