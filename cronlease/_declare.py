@@ -48,6 +48,7 @@ class TaskDeclarations:
         anchor: datetime | None = None,
         lease_ttl: object = None,
         grace: object = None,
+        timeout: object = None,
         args: tuple[Any, ...] = (),
         kwargs: Mapping[str, Any] | None = None,
     ) -> Callable[[F], F]: ...
@@ -56,8 +57,11 @@ class TaskDeclarations:
         """Declare a periodic task: ``@scheduler.task(every="30s")`` or ``cron="0 3 * * *"``.
 
         The function may take a :class:`RunContext` as its first parameter and
-        may be ``async def``. Raises :class:`ConfigError` for an invalid
-        declaration or a duplicate name. Returns the function unchanged.
+        may be ``async def``. ``timeout=`` bounds a run: an ``async def`` task is
+        cancelled; a plain function cannot be stopped, so its run is recorded
+        ``timed_out`` and its lease left to expire (README, "Timeouts").
+        Raises :class:`ConfigError` for an invalid declaration or a duplicate
+        name. Returns the function unchanged.
         """
         if func is not None:
             if not options:

@@ -286,6 +286,11 @@ class Scheduler(TaskDeclarations):
         stop_replica(self.runner, firing, catch_up, deadline, wait=wait)
         logger.info("cronlease replica %s stopped", self.holder)
 
+    @property
+    def hurried(self) -> bool:
+        """Whether :meth:`hurry` was called since the last start."""
+        return self._hurry
+
     def hurry(self) -> None:
         """End every wait of a shutdown in progress now (a second SIGINT/SIGTERM does this).
 

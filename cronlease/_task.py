@@ -118,6 +118,8 @@ class Task:
     grace: float | None = None
     catchup: CatchUp = "latest"
     catchup_limit: int = 10
+    #: seconds a run may take: see :mod:`cronlease._run.execution` for what a timeout does
+    timeout: float | None = None
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     full_name: str = field(init=False)
@@ -136,6 +138,8 @@ class Task:
             raise ConfigError(f"task {self.name!r}: lease_ttl must be between 1 s and 1 day")
         if self.grace is not None and not 0 < self.grace <= 86400.0:
             raise ConfigError(f"task {self.name!r}: grace must be positive and at most 1 day")
+        if self.timeout is not None and not 0 < self.timeout <= 7 * 86400.0:
+            raise ConfigError(f"task {self.name!r}: timeout must be positive and at most 7 days")
         if self.catchup not in CATCH_UP_POLICIES:
             raise ConfigError(
                 f"task {self.name!r}: catchup must be one of {', '.join(CATCH_UP_POLICIES)}, "
@@ -168,6 +172,7 @@ class Task:
         anchor: datetime | None = None,
         lease_ttl: object = None,
         grace: object = None,
+        timeout: object = None,
         catchup: str = "latest",
         catchup_limit: int = 10,
         namespace: str | None = None,
@@ -193,6 +198,7 @@ class Task:
                 schedule = Schedule.cron(cron, timezone=timezone)  # type: ignore[arg-type]
             ttl = None if lease_ttl is None else _seconds(lease_ttl, "lease_ttl")
             grace_seconds = None if grace is None else _seconds(grace, "grace")
+            timeout_seconds = None if timeout is None else _seconds(timeout, "timeout")
         except ConfigError as exc:
             raise ConfigError(f"task {label!r}: {exc}") from None
         return cls(
@@ -202,6 +208,7 @@ class Task:
             namespace=namespace,
             lease_ttl=ttl,
             grace=grace_seconds,
+            timeout=timeout_seconds,
             catchup=catchup,  # type: ignore[arg-type]
             catchup_limit=catchup_limit,
             args=tuple(args),

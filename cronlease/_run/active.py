@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from cronlease._events import EventBus, LeaseLost
-from cronlease._lease.model import Lease
+from cronlease._lease.model import Lease, Outcome
 from cronlease._lease.store import LeaseStore
 from cronlease._run.heartbeat import Heartbeats
 from cronlease._stats import Stats
@@ -31,8 +31,17 @@ class ActiveRun:
     lease: Lease
     liveness: Liveness
     started: float
-    #: set by shutdown, which recorded the run as interrupted and left its lease to expire
-    interrupted: bool = False
+    #: what was recorded while the task still executed — ``interrupted`` (the process
+    #: exits) or ``timed_out`` (its timeout) — with the lease left to expire; once the
+    #: task returns, the lease is only released
+    recorded_as: Outcome | None = None
+    #: the task returned (set with the registry's lock, so a timeout cannot race it)
+    returned: bool = False
+
+    @property
+    def interrupted(self) -> bool:
+        """Recorded before its task returned: the end of the run only releases the lease."""
+        return self.recorded_as is not None
 
 
 class ActiveRuns:
@@ -83,14 +92,33 @@ class ActiveRuns:
             return set(self._runs)
 
     def interrupt(self) -> list[ActiveRun]:
-        """Mark every run not yet interrupted as interrupted, stop renewing it; return them."""
+        """Mark every run still executing (and not yet recorded) interrupted, stop
+        renewing it; return them."""
         with self._changed:
-            still = [run for run in self._runs.values() if not run.interrupted]
+            still = [
+                run for run in self._runs.values() if run.recorded_as is None and not run.returned
+            ]
             for run in still:
-                run.interrupted = True
+                run.recorded_as = "interrupted"
         for run in still:
             self.stop_renewing(run)
         return still
+
+    def give_up(self, run: ActiveRun, outcome: Outcome) -> bool:
+        """The task of ``run`` is still executing past its limit: mark it ``outcome`` and
+        stop renewing its lease, unless it returned (or was recorded) already."""
+        with self._changed:
+            if run.returned or run.recorded_as is not None:
+                return False
+            run.recorded_as = outcome
+        self.stop_renewing(run)
+        return True
+
+    def returned(self, run: ActiveRun) -> Outcome | None:
+        """The task of ``run`` returned; what was recorded for it meanwhile, if anything."""
+        with self._changed:
+            run.returned = True
+            return run.recorded_as
 
     def wait_gone(self, names: set[str], timeout: float) -> bool:
         """Wait until none of ``names`` is in progress; False if some still are then."""

@@ -72,7 +72,7 @@ class TickRunner:
         self._admission = Admission(holder, self.stats, skips)
         self._acquisition = Acquisition(store, self.stats, skips, self.outage, self.ensure_schema)
         self._active = ActiveRuns(store, self.stats, self.events)
-        self._execution = Execution(self._active, self.events, loop_getter)
+        self._execution = Execution(self._active, self.events, loop_getter, self._timed_out)
         self._recorder = Recorder(store, self._active, self.stats, self.events)
         self._schema_ready = False
         self._schema_lock = threading.Lock()
@@ -171,6 +171,11 @@ class TickRunner:
                 self._recorder.unhold()
         decision.runs = runs
         return decision
+
+    def _timed_out(self, run: ActiveRun) -> None:
+        """A sync task ran past its timeout (watchdog thread): record it, let the lease go."""
+        if self._active.give_up(run, "timed_out"):
+            self._recorder.timed_out(run)
 
     def _execute(self, run: ActiveRun, inline: bool) -> Outcome:
         ended = self._recorder.now if inline else self._recorder.later

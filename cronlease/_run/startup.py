@@ -49,11 +49,11 @@ def report_schedule_conflicts(
 class CatchUp:
     """The catch-up of one ``start()``: one thread, joined by shutdown.
 
-    It reads the lease rows, then hands the missed ticks down the tick path in
-    rounds — the first missed tick of each task, then (policy ``all``) the
-    next one of each once its previous run ended — through ``runner``'s normal
-    admission and acquisition, winners run on the replica's worker pool
-    (``submit``) like any scheduled tick. Shutdown stops accepting first, so a
+    It reads the lease rows (in the caller's thread), then hands the missed
+    ticks down the tick path in rounds — the first missed tick of each task,
+    then (policy ``all``) the next one of each once its previous run ended —
+    through ``runner``'s normal admission and acquisition, winners run on the
+    replica's worker pool (``submit``) like any scheduled tick. Shutdown stops accepting first, so a
     round in flight is skipped as ``shutdown`` or its winners are waited for
     like any run; no tick is acquired after the shutdown joined this thread.
     """
@@ -71,14 +71,21 @@ class CatchUp:
         self._tasks = dict(tasks)
         self._stats = stats
         self._submit = submit
-        self.thread = threading.Thread(target=self._run, name="cronlease-catchup", daemon=True)
+        #: the thread running the rounds (None if nothing was missed), for shutdown to join
+        self.thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self.thread.start()
+        """Read the lease rows here (a statement in flight on another thread would make a
+        fork right after ``start()`` less safe), then run the rounds on the thread."""
+        plan = self._plan()
+        if plan:
+            self.thread = threading.Thread(
+                target=self._run, args=(plan,), name="cronlease-catchup", daemon=True
+            )
+            self.thread.start()
 
-    def _run(self) -> None:
+    def _run(self, plan: dict[str, tuple[Task, list[datetime]]]) -> None:
         try:
-            plan = self._plan()
             while plan and self._runner.accepting:
                 batch = [Tick(task, missed[0], "catch_up") for task, missed in plan.values()]
                 plan = {name: (t, m[1:]) for name, (t, m) in plan.items() if m[1:]}
