@@ -51,13 +51,11 @@ def test_the_grace_comes_from_the_flag_then_the_config_then_the_default(
     [
         ('[scheduler]\nshutdown_grase = "5s"', "did you mean 'shutdown_grace'"),
         ('[scheduler]\nshutdown_grace = "soon"', "shutdown_grace"),
-        ('[scheduler]\nshutdown_grace = true', "must be a duration"),
+        ("[scheduler]\nshutdown_grace = true", "must be a duration"),
         ('scheduler = "fast"', "must be a table"),
     ],
 )
-def test_bad_scheduler_settings_get_a_clear_error(
-    tmp_path: Path, table: str, message: str
-) -> None:
+def test_bad_scheduler_settings_get_a_clear_error(tmp_path: Path, table: str, message: str) -> None:
     with pytest.raises(ConfigFileError, match=message):
         load_config(config_with(tmp_path, table))
 
