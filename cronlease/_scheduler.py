@@ -3,40 +3,45 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import secrets
-import signal
 import socket
 import threading
+import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime, timezone
-from types import FrameType, MappingProxyType
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Engine
 
+from cronlease._declare import TaskDeclarations
 from cronlease._events import ClockChecked, Event, EventBus
 from cronlease._lease.database import adopt_engine, create_store_engine
 from cronlease._lease.model import Outcome, check_task_name
-from cronlease._lease.names import normal_form
 from cronlease._lease.store import LeaseStore
 from cronlease._run.fire import Firing
 from cronlease._run.housekeeping import housekeeping_task
+from cronlease._run.lifecycle import interrupt_at_exit, stop_replica
 from cronlease._run.runner import TickRunner
-from cronlease._run.startup import report_schedule_conflicts, start_catch_up
+from cronlease._run.signals import stop_signals
+from cronlease._run.startup import CatchUp, report_schedule_conflicts
+from cronlease._run.stopping import Deadline
 from cronlease._stats import Stats
 from cronlease._status import DeclaredTask, Health, read_status
 from cronlease._task import Task
 from cronlease._timing.clock import ClockCheck, SkewDetector
-from cronlease.errors import ConfigError, SchedulerError, StoreError, UnknownTaskError
+from cronlease.errors import ConfigError, SchedulerError, StoreError
 
 __all__ = ["Scheduler", "default_holder"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 E = TypeVar("E", bound=Event)
 CLOCK_CHECK_SECONDS = 300
+#: what shutdown takes at most, all waits included: under the 30 s orchestrators give
+DEFAULT_SHUTDOWN_GRACE = 25.0
 logger = logging.getLogger("cronlease")
 
 
@@ -45,15 +50,19 @@ def default_holder() -> str:
     return f"{socket.gethostname()[:180]}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-class Scheduler:
+class Scheduler(TaskDeclarations):
     """One replica's scheduler. Every replica declares the same tasks on the same database.
 
     ``url`` defaults to ``sqlite:///cronlease.db``; a bare ``postgresql://`` URL
     uses psycopg 3. Pass ``engine=`` to reuse an engine's settings instead.
     ``namespace`` prefixes every task name, for several applications on one
-    database. ``shutdown_timeout`` bounds how long :meth:`shutdown` waits for
-    running tasks; ``history_retention`` (age) and ``history_keep`` (runs per task)
-    bound the run history.
+    database. ``shutdown_grace`` (default 25 s, under the 30 s orchestrators
+    give) bounds how long :meth:`shutdown` takes in all; ``shutdown_timeout`` is
+    its deprecated name. ``history_retention`` (age) and ``history_keep`` (runs
+    per task) bound the run history. ``restart_after_fork=True`` makes a forked
+    child of a process where this scheduler runs start it again, as a replica of
+    its own (gunicorn ``--preload`` with a scheduler started at import); by
+    default a child only drops the inherited connections and schedules nothing.
     """
 
     def __init__(
@@ -64,9 +73,11 @@ class Scheduler:
         namespace: str | None = None,
         holder: str | None = None,
         max_workers: int = 16,
-        shutdown_timeout: float = 30.0,
+        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
+        shutdown_timeout: float | None = None,
         history_retention: object = "30d",
         history_keep: int | None = None,
+        restart_after_fork: bool = False,
     ) -> None:
         if url is not None and engine is not None:
             raise ConfigError("give a database URL or an engine, not both")
@@ -74,9 +85,19 @@ class Scheduler:
             namespace = check_task_name(namespace)  # its stored form (NFC)
         if max_workers < 1:
             raise ConfigError("max_workers must be at least 1")
+        if shutdown_timeout is not None:
+            warnings.warn(
+                "Scheduler(shutdown_timeout=) is deprecated: use shutdown_grace=",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            shutdown_grace = shutdown_timeout
+        if not shutdown_grace >= 0:
+            raise ConfigError("shutdown_grace must be a number of seconds, 0 or more")
         self.namespace = namespace
         self.holder = holder or default_holder()
-        self.shutdown_timeout = shutdown_timeout
+        self.shutdown_grace = float(shutdown_grace)
+        self.restart_after_fork = restart_after_fork
         self.stats = Stats()
         self.events = EventBus()
         self.store = LeaseStore(
@@ -91,7 +112,10 @@ class Scheduler:
         self._skew: SkewDetector | None = None
         self._started_at: datetime | None = None
         self._caught_up = False
+        self._catch_up: CatchUp | None = None
         self._stop_requested = threading.Event()
+        # set by a second signal (from a handler: a plain flag); ends every shutdown wait
+        self._hurry = False
         self._lock = threading.RLock()
         housekeeping = housekeeping_task(
             self.store, lambda: sorted(self._tasks), history_retention, history_keep, namespace
@@ -113,15 +137,26 @@ class Scheduler:
             max_workers=self._max_workers,
         )
 
+    def _on_declared(self, task: Task) -> None:
+        if self._firing is not None:
+            self._firing.add(task)
+
+    @property
+    def shutdown_timeout(self) -> float:
+        """Deprecated name of :attr:`shutdown_grace`."""
+        return self.shutdown_grace
+
     def _reset_after_fork(self) -> None:
         """In a forked child: never reuse the parent's connections, locks or dead threads.
 
-        A scheduler that was running in the parent (e.g. started under gunicorn
-        ``--preload``) is started again in the child, as a replica of its own.
+        A scheduler that was running in the parent is started again in the
+        child only with ``restart_after_fork``: a fork made for other work (a
+        ``multiprocessing`` pool) must not turn into a replica that runs ticks.
         """
         self.store.engine.dispose(close=False)
         was_running = self._firing is not None
         self._firing = None
+        self._catch_up = None
         self._loop = None
         self._skew = None
         self._lock = threading.RLock()
@@ -133,78 +168,14 @@ class Scheduler:
         if self._default_holder:
             self.holder = default_holder()
         self.runner = self._make_runner()
-        if was_running:
+        if was_running and self.restart_after_fork:
             logger.info("restarting the cronlease scheduler in forked process %s", os.getpid())
             threading.Thread(target=self.start, name="cronlease-restart", daemon=True).start()
-
-    # --- declaring --------------------------------------------------------
-
-    @overload
-    def task(self, func: F, /) -> F: ...
-
-    @overload
-    def task(
-        self,
-        func: None = None,
-        /,
-        *,
-        every: object = None,
-        cron: str | None = None,
-        name: str | None = None,
-        timezone: str | None = None,
-        anchor: datetime | None = None,
-        lease_ttl: object = None,
-        grace: object = None,
-        args: tuple[Any, ...] = (),
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> Callable[[F], F]: ...
-
-    def task(self, func: Any = None, /, **options: Any) -> Any:
-        """Declare a periodic task: ``@scheduler.task(every="30s")`` or ``cron="0 3 * * *"``.
-
-        The function may take a :class:`RunContext` as its first parameter and
-        may be ``async def``. Raises :class:`ConfigError` for an invalid
-        declaration or a duplicate name. Returns the function unchanged.
-        """
-        if func is not None:
-            if not options:
-                raise ConfigError(
-                    f"task {getattr(func, '__name__', func)!r}: give every= or cron=, "
-                    "e.g. @scheduler.task(every='30s')"
-                )
-            self.add_task(func, **options)
-            return func
-
-        def decorate(function: F) -> F:
-            self.add_task(function, **options)
-            return function
-
-        return decorate
-
-    def add_task(self, func: Callable[..., Any], **options: Any) -> Task:
-        """Declare ``func`` as a task (same options as :meth:`task`) and return it."""
-        task = Task.declare(func, namespace=self.namespace, **options)
-        with self._lock:
-            if task.name in self._by_name:
-                raise ConfigError(f"task {task.name!r} is declared twice")
-            if task.full_name in self._tasks:
-                raise ConfigError(f"task name {task.name!r} is reserved by cronlease")
-            self._by_name[task.name] = task
-            self._tasks[task.full_name] = task
-            if self._firing is not None:
-                self._firing.add(task)
-        return task
-
-    @property
-    def tasks(self) -> Mapping[str, Task]:
-        """Declared tasks by name (without namespace)."""
-        return MappingProxyType(self._by_name)
-
-    def get_task(self, name: str) -> Task:
-        try:
-            return self._by_name[normal_form(name)]
-        except KeyError:
-            raise UnknownTaskError(f"no task named {name!r} is declared") from None
+        elif was_running:
+            logger.debug(
+                "forked process %s does not run the scheduler (restart_after_fork=False)",
+                os.getpid(),
+            )
 
     # --- lifecycle --------------------------------------------------------
 
@@ -227,6 +198,7 @@ class Scheduler:
             except RuntimeError:
                 self._loop = None
             self._stop_requested.clear()
+            self._hurry = False
             self.runner.start_accepting()
             self._started_at = datetime.now(timezone.utc)
             self._caught_up = False
@@ -285,50 +257,60 @@ class Scheduler:
     def _start_catch_up(self) -> None:
         """Once per start: run the ticks missed while every replica was down, per policy."""
         with self._lock:
-            if self._caught_up:
+            if self._caught_up or self._firing is None:
                 return
             self._caught_up = True
-        start_catch_up(self.runner, self.store, self._tasks, self.stats)
+            self._catch_up = CatchUp(
+                self.runner, self.store, self._tasks, self.stats, self._firing.submit
+            )
+            self._catch_up.start()
 
     def shutdown(self, wait: bool = True, timeout: float | None = None) -> None:
-        """Stop firing; with ``wait``, wait for running tasks (bounded) and release their leases.
+        """Stop firing; with ``wait``, wait for running tasks, all within ``timeout``
+        (default :attr:`shutdown_grace`).
 
-        A task still running at the time limit is recorded ``interrupted`` and
-        its lease is left to expire: a lease is never released while its task
-        executes.
+        A run still going at the limit (or at once with ``wait=False``) is not
+        interrupted: it keeps renewing its lease until its task returns, then is
+        recorded with its real outcome and releases the lease. If the process
+        exits first, it is recorded ``interrupted`` and its lease expires by
+        itself: a lease is never released while its task executes.
         """
         self._stop_requested.set()
         with self._lock:
             firing, self._firing = self._firing, None
+            catch_up, self._catch_up = self._catch_up, None
         if firing is None:
             return
-        self.runner.stop_accepting()
-        firing.shutdown()
-        limit = self.shutdown_timeout if timeout is None else timeout
-        if not wait or not self.runner.wait_idle(limit):
-            self.runner.interrupt_running()
-        self.runner.close()
+        limit = self.shutdown_grace if timeout is None else timeout
+        deadline = Deadline(max(0.0, limit) if wait else 0.0, hurried=lambda: self._hurry)
+        stop_replica(self.runner, firing, catch_up, deadline, wait=wait)
         logger.info("cronlease replica %s stopped", self.holder)
 
+    @property
+    def hurried(self) -> bool:
+        """Whether :meth:`hurry` was called since the last start."""
+        return self._hurry
+
+    def hurry(self) -> None:
+        """End every wait of a shutdown in progress now (a second SIGINT/SIGTERM does this).
+
+        Safe to call from a signal handler.
+        """
+        self._hurry = True
+
     def run_forever(self) -> None:
-        """Start; block until SIGINT, SIGTERM or :meth:`shutdown` from elsewhere; then stop."""
-        previous: dict[signal.Signals, Any] = {}
+        """Start; block until SIGINT, SIGTERM or :meth:`shutdown` from elsewhere; then stop.
 
-        def on_signal(signum: int, _frame: FrameType | None) -> None:
-            logger.info("received %s, shutting down", signal.Signals(signum).name)
-            self._stop_requested.set()
-
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                previous[signum] = signal.signal(signum, on_signal)
-        try:
-            self.start()
-            while not self._stop_requested.wait(1.0):
-                pass
-        finally:
-            self.shutdown(wait=True)
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+        The shutdown takes at most :attr:`shutdown_grace`; a second signal
+        stops its waiting at once.
+        """
+        with stop_signals(self._stop_requested.set, self.hurry):
+            try:
+                self.start()
+                while not self._stop_requested.wait(1.0):
+                    pass
+            finally:
+                self.shutdown(wait=True)
 
     def __enter__(self) -> Scheduler:
         self.start()
@@ -397,5 +379,15 @@ def _after_fork_in_child() -> None:
         scheduler._reset_after_fork()
 
 
+def _at_exit() -> None:
+    """Runs still going as the interpreter exits die with its daemon threads: say so."""
+    for scheduler in list(_SCHEDULERS):
+        try:
+            interrupt_at_exit(scheduler.runner)
+        except Exception:  # exiting anyway: report, never mask the exit
+            logger.exception("recording the runs interrupted at exit failed")
+
+
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_at_exit)

@@ -67,16 +67,20 @@ _registry_lock = threading.Lock()
 _running: set[_Supervisor] = set()
 
 
-def terminate_running(reason: str = "the replica is shutting down") -> int:
+def terminate_running(reason: str = "the replica is shutting down", *, kill: bool = False) -> int:
     """Terminate every command task still running in this process; returns how many.
 
     Each one's process group gets SIGTERM, then SIGKILL after its kill grace;
-    the call returns at once (the runs end on their own threads).
+    with ``kill``, SIGKILL now (the process is about to exit: a command in a
+    session of its own would outlive it). The runs end on their own threads.
     """
     with _registry_lock:
         supervisors = list(_running)
     for supervisor in supervisors:
         supervisor.request_stop(reason)
+        if kill:
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
+                os.killpg(supervisor.pgid, signal.SIGKILL)
     return len(supervisors)
 
 

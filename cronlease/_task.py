@@ -118,6 +118,8 @@ class Task:
     grace: float | None = None
     catchup: CatchUp = "latest"
     catchup_limit: int = 10
+    #: seconds a run may take: see :mod:`cronlease._run.execution` for what a timeout does
+    timeout: float | None = None
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     full_name: str = field(init=False)
@@ -137,6 +139,8 @@ class Task:
             raise ConfigError(f"task {self.name!r}: lease_ttl must be between 1 s and 1 day")
         if self.grace is not None and not 0 < self.grace <= 86400.0:
             raise ConfigError(f"task {self.name!r}: grace must be positive and at most 1 day")
+        if self.timeout is not None and not 0 < self.timeout <= 7 * 86400.0:
+            raise ConfigError(f"task {self.name!r}: timeout must be positive and at most 7 days")
         if self.catchup not in CATCH_UP_POLICIES:
             raise ConfigError(
                 f"task {self.name!r}: catchup must be one of {', '.join(CATCH_UP_POLICIES)}, "
@@ -169,6 +173,7 @@ class Task:
         anchor: datetime | None = None,
         lease_ttl: object = None,
         grace: object = None,
+        timeout: object = None,
         catchup: str = "latest",
         catchup_limit: int = 10,
         namespace: str | None = None,
@@ -194,6 +199,7 @@ class Task:
                 schedule = Schedule.cron(cron, timezone=timezone)  # type: ignore[arg-type]
             ttl = None if lease_ttl is None else _seconds(lease_ttl, "lease_ttl")
             grace_seconds = None if grace is None else _seconds(grace, "grace")
+            timeout_seconds = None if timeout is None else _seconds(timeout, "timeout")
         except ConfigError as exc:
             raise ConfigError(f"task {label!r}: {exc}") from None
         return cls(
@@ -203,6 +209,7 @@ class Task:
             namespace=namespace,
             lease_ttl=ttl,
             grace=grace_seconds,
+            timeout=timeout_seconds,
             catchup=catchup,  # type: ignore[arg-type]
             catchup_limit=catchup_limit,
             args=tuple(args),
@@ -215,17 +222,25 @@ class Task:
     def grace_for(self, fire_time: datetime) -> float:
         return self.grace if self.grace is not None else self.schedule.grace(fire_time)
 
-    def missed_ticks(self, cursor_slot: int, now: datetime) -> list[datetime]:
+    def missed_ticks(
+        self, cursor_slot: int, now: datetime, busy_until: float | None = None
+    ) -> list[datetime]:
         """The ticks to catch up after every replica was down, per the catch-up policy.
 
         ``latest``: the last fire time before ``now`` if the fleet did not run
         it and it is younger than min(interval, 1 h) (Kubernetes CronJob's
         behaviour). ``all``: every missed fire time, the latest ``catchup_limit``.
         ``skip``: none. A task that never ran has nothing to catch up.
+        ``busy_until`` (epoch seconds) is when the lease of the cursor's run
+        ended: a tick that fell due before it found the run still going and
+        was skipped for overlap — not missed.
         """
         if self.catchup == "skip" or cursor_slot < 0:
             return []
-        missed = self.schedule.missed(time_of_slot(cursor_slot), now, self.catchup_limit)
+        after = time_of_slot(cursor_slot)
+        if busy_until is not None and busy_until > after.timestamp():
+            after = datetime.fromtimestamp(busy_until, tz=after.tzinfo)
+        missed = self.schedule.missed(after, now, self.catchup_limit)
         if self.catchup == "all":
             return missed
         if not missed:

@@ -8,8 +8,9 @@
 The module only *declares* the scheduler; ``gunicorn.conf.py`` starts it in
 each worker after fork (``post_worker_init``) and stops it when the worker
 exits, so a ``--preload`` master never runs tasks itself and never shares a
-connection with its workers. (A scheduler started before the fork anyway is
-restarted in each child by cronlease, and keeps running in the master too.)
+connection with its workers. (A scheduler started before the fork anyway runs
+only in the master, unless made with ``restart_after_fork=True``: then cronlease
+restarts it in each child, and it keeps running in the master too.)
 
 ``CRONLEASE_DATABASE_URL`` points every worker of every replica at one database.
 ``/cronlease/`` is the read-only status page, ``/healthz`` the health probe.

@@ -10,8 +10,8 @@ from typing import Any
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("GUNICORN_WORKERS", "3"))
-# Give a running task time to finish on SIGTERM (cronlease waits up to 30 s by default).
-graceful_timeout = 35
+# Give running tasks time to finish on SIGTERM (a cronlease shutdown takes at most 25 s).
+graceful_timeout = 30
 
 
 def post_worker_init(worker: Any) -> None:

@@ -29,9 +29,6 @@ from cronlease._run.workers import WorkerPool
 __all__ = ["Acquirer"]
 
 logger = logging.getLogger("cronlease")
-# how long shutdown waits for an acquisition in flight before giving up on it
-JOIN_SECONDS = 5.0
-
 #: what the inbox carries: the ticks of one pass, each with the callback that
 #: tells APScheduler its job's instance is decided (None: stop)
 Fired = list[tuple[Callable[[], None], list[Tick]]]
@@ -54,13 +51,12 @@ class Acquirer:
     def put(self, fired: Fired) -> None:
         self._inbox.put(fired)
 
-    def stop(self) -> None:
-        """Stop after what is queued (stop accepting first: queued ticks are skipped fast)."""
+    def stop(self) -> threading.Thread | None:
+        """Stop after what is queued (stop accepting first: queued ticks are skipped fast);
+        returns the thread, for the shutdown to join within its deadline."""
         self._inbox.put(None)
         self._runner.pulse.stop()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(JOIN_SECONDS)
+        return self._thread
 
     def _wake(self) -> None:
         self._inbox.put([])

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from cronlease._events import EventBus, LeaseLost
-from cronlease._lease.model import Lease
+from cronlease._lease.model import Lease, Outcome
 from cronlease._lease.store import LeaseStore
 from cronlease._run.heartbeat import Heartbeats
 from cronlease._stats import Stats
@@ -31,8 +31,17 @@ class ActiveRun:
     lease: Lease
     liveness: Liveness
     started: float
-    #: set by shutdown, which recorded the run as interrupted and left its lease to expire
-    interrupted: bool = False
+    #: what was recorded while the task still executed — ``interrupted`` (the process
+    #: exits) or ``timed_out`` (its timeout) — with the lease left to expire; once the
+    #: task returns, the lease is only released
+    recorded_as: Outcome | None = None
+    #: the task returned (set with the registry's lock, so a timeout cannot race it)
+    returned: bool = False
+
+    @property
+    def interrupted(self) -> bool:
+        """Recorded before its task returned: the end of the run only releases the lease."""
+        return self.recorded_as is not None
 
 
 class ActiveRuns:
@@ -44,6 +53,8 @@ class ActiveRuns:
         self._heartbeats = Heartbeats(store)
         self._runs: dict[str, ActiveRun] = {}
         self._changed = threading.Condition()
+        # closed while runs were still going: close the heartbeats when the last one ends
+        self._close_when_idle = False
 
     def begin(self, task: Task, lease: Lease) -> ActiveRun:
         """Start renewing a won lease and count its run as in progress."""
@@ -56,6 +67,7 @@ class ActiveRuns:
         run = ActiveRun(task, lease, liveness, started=time.monotonic())
         with self._changed:
             self._runs[task.full_name] = run
+            self._close_when_idle = False
         return run
 
     def stop_renewing(self, run: ActiveRun) -> None:
@@ -70,6 +82,10 @@ class ActiveRuns:
                 if self._runs.get(name) is run:
                     del self._runs[name]
             self._changed.notify_all()
+            close = self._close_when_idle and not self._runs
+            self._close_when_idle = self._close_when_idle and not close
+        if close:
+            self._heartbeats.close()
 
     def names(self, *, include_manual: bool = True) -> set[str]:
         with self._changed:
@@ -78,14 +94,44 @@ class ActiveRuns:
             return {name for name, run in self._runs.items() if not run.lease.manual}
 
     def interrupt(self) -> list[ActiveRun]:
-        """Mark every run not yet interrupted as interrupted, stop renewing it; return them."""
+        """Mark every run still executing (and not yet recorded) interrupted, stop
+        renewing it; return them."""
         with self._changed:
-            still = [run for run in self._runs.values() if not run.interrupted]
+            still = [
+                run for run in self._runs.values() if run.recorded_as is None and not run.returned
+            ]
             for run in still:
-                run.interrupted = True
+                run.recorded_as = "interrupted"
         for run in still:
             self.stop_renewing(run)
         return still
+
+    def give_up(self, run: ActiveRun, outcome: Outcome) -> bool:
+        """The task of ``run`` is still executing past its limit: mark it ``outcome`` and
+        stop renewing its lease, unless it returned (or was recorded) already."""
+        with self._changed:
+            if run.returned or run.recorded_as is not None:
+                return False
+            run.recorded_as = outcome
+        self.stop_renewing(run)
+        return True
+
+    def returned(self, run: ActiveRun) -> Outcome | None:
+        """The task of ``run`` returned; what was recorded for it meanwhile, if anything."""
+        with self._changed:
+            run.returned = True
+            return run.recorded_as
+
+    def wait_gone(self, names: set[str], timeout: float) -> bool:
+        """Wait until none of ``names`` is in progress; False if some still are then."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while names & self._runs.keys():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
 
     def wait_idle(self, timeout: float | None) -> bool:
         """Wait until no run is in progress; False if some still are at the deadline."""
@@ -99,4 +145,10 @@ class ActiveRuns:
             return True
 
     def close(self) -> None:
+        """Stop the heartbeat thread — now if no run is in progress, else when the last
+        one ends: a run keeps its lease renewed until it really ends (§4.10)."""
+        with self._changed:
+            self._close_when_idle = bool(self._runs)
+            if self._close_when_idle:
+                return
         self._heartbeats.close()

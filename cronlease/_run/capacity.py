@@ -35,7 +35,8 @@ class Capacity:
         self.limit = limit
         self._used = 0
         self._lock = threading.Lock()
-        self._waiter: Callable[[], None] | None = None
+        # the acquirer and a catch-up may both wait for a slot
+        self._waiters: list[Callable[[], None]] = []
 
     @property
     def free(self) -> int:
@@ -57,15 +58,16 @@ class Capacity:
             if count > self._used:
                 raise ValueError(f"{count} slot(s) given back, but only {self._used} taken")
             self._used -= count
-            waiter, self._waiter = self._waiter, None
-        if waiter is not None:
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
             waiter()
 
     def when_free(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once, at the next give-back, or at once if a slot is free now."""
         with self._lock:
             if self._used >= self.limit:
-                self._waiter = callback
+                if callback not in self._waiters:
+                    self._waiters.append(callback)
                 return
         callback()
 

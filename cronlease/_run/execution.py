@@ -7,21 +7,33 @@ is ``succeeded``, ``failed`` (an exception; its traceback is the error),
 KeyboardInterrupt, which propagates after the run is recorded), or ``lost``
 when the run could not be sure of its lease by the time it ended, whatever
 the task did: its writes may have overlapped a newer run.
+
+A task's ``timeout``: an ``async def`` task is cancelled at it (``timed_out``).
+A plain function cannot be stopped — Python has no safe way to kill a
+thread — so at the timeout the watchdog (:mod:`cronlease._run.watchdog`)
+calls ``on_timeout``, which records the run ``timed_out``, stops renewing
+its lease and warns once; the lease then expires within its TTL and another
+replica may start the task (ShedLock's ``lockAtMostFor``). The lease is
+never released while the call runs, the worker thread stays taken, and this
+replica does not start the task again until the call returns; then the
+lease is released (fenced, harmless if another replica took it since).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from cronlease._events import EventBus, RunStarted
 from cronlease._lease.model import Outcome
 from cronlease._run.active import ActiveRun, ActiveRuns
+from cronlease._run.watchdog import Watchdog
 from cronlease._task import RunContext, Task
 from cronlease._timing.schedule import time_of_slot
 from cronlease.errors import TaskTimeout
@@ -49,10 +61,13 @@ class Execution:
         active: ActiveRuns,
         events: EventBus,
         loop_getter: Callable[[], asyncio.AbstractEventLoop | None],
+        on_timeout: Callable[[ActiveRun], None] = lambda run: None,
     ) -> None:
         self._active = active
         self._events = events
         self._loop_getter = loop_getter
+        self._on_timeout = on_timeout
+        self._watchdog = Watchdog()
 
     def execute(self, run: ActiveRun, ended: Callable[[Ended], None]) -> Outcome:
         """Run the task of ``run``; hand the result to ``ended`` (also when interrupted)."""
@@ -74,6 +89,9 @@ class Execution:
                     task=task.full_name, slot=lease.slot, fence=lease.fence, manual=lease.manual
                 )
             )
+        armed = None
+        if task.timeout is not None and not task.is_async:
+            armed = self._watchdog.arm(task.timeout, functools.partial(self._on_timeout, run))
         try:
             self._call(task, context)
         except TaskTimeout as exc:
@@ -87,8 +105,17 @@ class Execution:
             outcome, error = "interrupted", "the replica was interrupted during the run"
             raise
         finally:
+            if armed is not None:
+                self._watchdog.disarm(armed)
+            recorded = self._active.returned(run)
             self._active.stop_renewing(run)
-            if run.liveness.lost:
+            if recorded == "timed_out":
+                took = time.monotonic() - run.started
+                summary = f"the task {outcome}" + (f": {error}" if error else "")
+                outcome = "timed_out"
+                error = f"returned after {took:.3f} s, past its timeout of {task.timeout} s; "
+                error += summary
+            elif run.liveness.lost:
                 summary = f"the task {outcome}" + (f": {error}" if error else "")
                 outcome, error = "lost", f"lease lost during the run; {summary}"
             ended(Ended(run, outcome, error, time.monotonic() - run.started))
@@ -99,9 +126,21 @@ class Execution:
         if not task.is_async:
             task.func(*args, **task.kwargs)
             return
+        coroutine = _bounded(task.func(*args, **task.kwargs), task.timeout)
         loop = self._loop_getter()
         if loop is not None and loop.is_running():
             # On the application's loop; this worker thread just waits for it.
-            asyncio.run_coroutine_threadsafe(task.func(*args, **task.kwargs), loop).result()
+            asyncio.run_coroutine_threadsafe(coroutine, loop).result()
         else:
-            asyncio.run(task.func(*args, **task.kwargs))
+            asyncio.run(coroutine)
+
+
+async def _bounded(coroutine: Coroutine[Any, Any, Any], timeout: float | None) -> None:
+    """Await ``coroutine``, cancelled at ``timeout`` (TaskTimeout)."""
+    if timeout is None:
+        await coroutine
+        return
+    try:
+        await asyncio.wait_for(coroutine, timeout)
+    except asyncio.TimeoutError:
+        raise TaskTimeout(f"cancelled after its timeout of {timeout:g} s") from None

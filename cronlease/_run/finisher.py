@@ -90,11 +90,16 @@ class Finisher(Generic[T]):
             except Exception:  # the thread must outlive any batch it records
                 logger.exception("unexpected error recording %d finished run(s)", len(batch))
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Write what is queued, then stop the thread (started again if runs end later)."""
+    def stop(self) -> threading.Thread | None:
+        """Write what is queued, then stop the thread (started again if runs end later);
+        returns the thread, to be joined within the shutdown's deadline."""
         with self._changed:
             self._closed = True
             self._changed.notify_all()
-            thread = self._thread
+            return self._thread
+
+    def close(self, timeout: float = 10.0) -> None:
+        """:meth:`stop`, then wait up to ``timeout`` for the last write."""
+        thread = self.stop()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=timeout)

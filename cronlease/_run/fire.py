@@ -33,6 +33,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from cronlease._run.acquirer import Acquirer, Fired
 from cronlease._run.runner import TickRunner
+from cronlease._run.stopping import Deadline
 from cronlease._run.ticks import Tick
 from cronlease._run.workers import WorkerPool
 from cronlease._task import Task
@@ -60,6 +61,7 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
         self._pending_lock = threading.Lock()
         #: set when the scheduler calls flush() after each pass (BatchingScheduler)
         self.flush_after_pass = False
+        self._acquirer_thread: threading.Thread | None = None
 
     def start(self, scheduler: Any, alias: str) -> None:
         super().start(scheduler, alias)
@@ -85,8 +87,21 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
         if pending:
             self._acquirer.put(pending)
 
+    def submit(self, work: Callable[[], object]) -> None:
+        """Run a won tick's work on the worker pool: how catch-up
+        (:mod:`cronlease._run.startup`) dispatches its winners, like the acquirer's."""
+        self._pool.submit(work)
+
     def shutdown(self, wait: bool = True) -> None:
-        self._acquirer.stop()
+        """APScheduler's call when it shuts down: ask the acquirer to stop (joined by
+        :meth:`stop`, within the shutdown's deadline)."""
+        self._acquirer_thread = self._acquirer.stop()
+
+    def join(self, deadline: Deadline) -> None:
+        """Join the acquirer: its last batch's winners are then on the pool."""
+        deadline.join(self._acquirer_thread, "the acquirer's last batch")
+
+    def close_pool(self) -> None:
         self._pool.shutdown()
 
 
@@ -123,10 +138,11 @@ class Firing:
         # the groups added before start(), as lists: a tuple copied per task made
         # 10,000 tasks of one schedule cost 50 million copies (issue 11, item 13)
         self._unstarted: dict[str, list[Task]] | None = {}
+        self._executor = LeaseExecutor(runner, self._groups, max_workers)
         self.apscheduler = BatchingScheduler(
             timezone=timezone.utc,
             executors={
-                "default": LeaseExecutor(runner, self._groups, max_workers),
+                "default": self._executor,
                 # replica-local upkeep: every replica measures its own clock
                 "local": ThreadPoolExecutor(1),
             },
@@ -179,6 +195,16 @@ class Firing:
             self._unstarted = None
         self.apscheduler.start()
 
-    def shutdown(self) -> None:
-        """Stop firing at once; runs in progress are the tick path's to wait for."""
+    def submit(self, work: Callable[[], object]) -> None:
+        """Run won work on the worker pool (see :meth:`LeaseExecutor.submit`)."""
+        self._executor.submit(work)
+
+    def shutdown(self, deadline: Deadline) -> None:
+        """Stop firing at once; join the acquirer within ``deadline``. Runs in progress
+        are the tick path's to wait for; :meth:`close_pool` once nothing dispatches."""
         self.apscheduler.shutdown(wait=False)
+        self._executor.join(deadline)
+
+    def close_pool(self) -> None:
+        """Let the worker threads end once idle (work submitted later gets a thread)."""
+        self._executor.close_pool()

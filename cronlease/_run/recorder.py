@@ -14,6 +14,7 @@ really returned: a lease is never released while its task executes.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from collections.abc import Sequence
 
@@ -72,7 +73,9 @@ class Recorder:
         Whatever the write raises, the runs leave the running set: a run stuck
         there would have every later tick of its task skipped as an overlap.
         """
-        for outcome, count in Counter(entry.outcome for entry in batch).items():
+        # a run recorded before its task returned was counted then
+        counted = Counter(entry.outcome for entry in batch if not entry.run.interrupted)
+        for outcome, count in counted.items():
             self._stats.add(f"runs_{outcome}", count)
         try:
             failures = self._finish([entry for entry in batch if not entry.run.interrupted])
@@ -150,6 +153,7 @@ class Recorder:
             )
         if not runs:
             return
+        self._stats.add("runs_interrupted", len(runs))
         try:
             self._store.finish_many(
                 [
@@ -166,9 +170,33 @@ class Recorder:
             names = ", ".join(run.task.full_name for run in runs)
             logger.warning("%s: could not record the interruption: %s", names, exc)
 
-    def close(self) -> None:
-        """Write what is queued, then stop the finisher thread."""
-        self._finisher.close()
+    def timed_out(self, run: ActiveRun) -> None:
+        """A sync task still runs past its timeout: record it ``timed_out``, keep the lease
+        (no longer renewed, it expires within its TTL), say so once."""
+        timeout = run.task.timeout
+        logger.warning(
+            "%s (slot %s) is still running past its timeout of %g s: recorded timed_out; "
+            "its lease is no longer renewed and expires within %.3g s, after which another "
+            "replica may start the task. A Python thread cannot be stopped: the call goes on, "
+            "and this replica starts the task again only once it returns",
+            run.task.full_name,
+            run.lease.slot,
+            timeout,
+            run.lease.ttl,
+        )
+        self._stats.add("runs_timed_out")
+        error = f"still running past its timeout of {timeout:g} s (the thread cannot be stopped)"
+        try:
+            self._store.finish_many([Finish.of(run.lease, "timed_out", error, release=False)])
+        except StoreError as exc:
+            logger.warning("%s: could not record the timeout: %s", run.task.full_name, exc)
+
+    def stop(self) -> threading.Thread | None:
+        """Write what is queued, then stop the finisher thread; returns it, to join.
+
+        A run that ends later starts the thread again: it is recorded whenever it ends.
+        """
+        return self._finisher.stop()
 
 
 def _not_recorded(run: ActiveRun, outcome: Outcome, error: StoreError) -> None:

@@ -40,6 +40,7 @@ from cronlease._run.execution import Ended, Execution
 from cronlease._run.outage import OutageLog
 from cronlease._run.pulse import Pulse
 from cronlease._run.recorder import Recorder
+from cronlease._run.stopping import Deadline
 from cronlease._run.ticks import Decision, Tick
 from cronlease._stats import Stats
 from cronlease._task import Task
@@ -76,7 +77,7 @@ class TickRunner:
         self._admission = Admission(holder, self.stats, skips)
         self._acquisition = Acquisition(store, self.stats, skips, self.outage, self.ensure_schema)
         self._active = ActiveRuns(store, self.stats, self.events)
-        self._execution = Execution(self._active, self.events, loop_getter)
+        self._execution = Execution(self._active, self.events, loop_getter, self._timed_out)
         self._recorder = Recorder(store, self._active, self.stats, self.events)
         self._schema_ready = False
         self._schema_lock = threading.Lock()
@@ -290,6 +291,11 @@ class TickRunner:
         self._active.stop_renewing(run)
         (ended or self._recorder.now)(Ended(run, outcome, error, 0.0))
 
+    def _timed_out(self, run: ActiveRun) -> None:
+        """A sync task ran past its timeout (watchdog thread): record it, let the lease go."""
+        if self._active.give_up(run, "timed_out"):
+            self._recorder.timed_out(run)
+
     def _execute(self, run: ActiveRun, inline: bool) -> Outcome:
         ended = self._recorder.now if inline else self._recorder.later
         return self._execution.execute(run, ended)
@@ -327,11 +333,18 @@ class TickRunner:
         """Wait until no run is in progress; False if some still are at the deadline."""
         return self._active.wait_idle(timeout)
 
+    def wait_ended(self, names: set[str], timeout: float) -> bool:
+        """Wait until none of the tasks ``names`` (full names) runs here; False at the timeout."""
+        return self._active.wait_gone(names, timeout)
+
     def interrupt_running(self) -> None:
         """Record runs still executing as interrupted; keep their leases until they expire."""
         self._recorder.interrupt(self._active.interrupt())
 
-    def close(self) -> None:
-        self._recorder.close()  # it writes what is queued, then stops
+    def close(self, deadline: Deadline | None = None) -> None:
+        """Write what is queued (waiting for it within ``deadline``, default 10 s), stop
+        the side thread; the heartbeat thread stops once no run is in progress."""
+        deadline = deadline or Deadline(10.0)
+        deadline.join(self._recorder.stop(), "the last outcomes to be written")
         self._acquisition.close()
         self._active.close()

@@ -86,12 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = command("run", cmd_run, "run a replica in the foreground until SIGINT or SIGTERM")
     run.add_argument(
-        "--shutdown-grace",
+        "--grace",
         type=_seconds,
-        default=25.0,
+        default=None,
         metavar="SECONDS",
-        help="on SIGINT/SIGTERM, how long to wait for running tasks before terminating "
-        "them (default 25)",
+        help="on SIGINT/SIGTERM, the most the replica takes to exit: it waits for running "
+        "tasks, then terminates running commands, all within this (default: [scheduler] "
+        "shutdown_grace in the config file, else 25, under Kubernetes' 30); a second "
+        "signal exits at once",
+    )
+    run.add_argument(  # the old name, deprecated
+        "--shutdown-grace", type=_seconds, default=None, help=argparse.SUPPRESS
     )
     command(
         "check",

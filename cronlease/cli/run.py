@@ -11,8 +11,9 @@ from types import FrameType
 from typing import Any
 
 from cronlease._lease.database import redact
-from cronlease._scheduler import Scheduler
-from cronlease._shell_task import terminate_running
+from cronlease._run.stopping import Deadline
+from cronlease._scheduler import DEFAULT_SHUTDOWN_GRACE, Scheduler
+from cronlease._shell_task import CommandTask, terminate_running
 from cronlease._status import format_duration, format_time, zone_of
 from cronlease.cli.common import (
     DISABLED_ENV,
@@ -24,6 +25,8 @@ from cronlease.cli.common import (
 from cronlease.cli.output import print_json
 from cronlease.config import Config, TaskSpec
 
+#: the most of the grace kept for running commands to end after their SIGTERM
+COMMAND_STOP_SECONDS = 5.0
 # --- run ----------------------------------------------------------------------
 
 
@@ -43,11 +46,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         _wait_for_signal()
         logger.info("stopped (it was disabled)")
         return EXIT_OK
+    grace = resolve_grace(args, config)
+    # Of the grace, the end is kept for commands (if any) to stop after their SIGTERM.
+    has_commands = any(spec.command is not None for spec in specs)
+    for_commands = min(COMMAND_STOP_SECONDS, grace / 5) if has_commands else 0.0
     scheduler = Scheduler(
         url,
         namespace=config.namespace,
         holder=config.holder,
-        shutdown_timeout=args.shutdown_grace,
+        shutdown_grace=grace - for_commands,
         history_keep=config.history_keep,
     )
     for spec in specs:
@@ -57,13 +64,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         scheduler.run_forever()
     finally:
-        # Commands still running after the grace: terminate their process groups
-        # (their runs are already recorded interrupted), and let them finish.
-        stopped = terminate_running("the replica shut down past its grace period")
-        if stopped:
-            scheduler.runner.wait_idle(10.0)
+        _stop_what_still_runs(scheduler, for_commands)
         scheduler.store.dispose()
     return EXIT_OK
+
+
+def resolve_grace(args: argparse.Namespace, config: Config) -> float:
+    """``--grace``, else the deprecated ``--shutdown-grace``, else the config's, else 25 s."""
+    if args.shutdown_grace is not None:
+        logger.warning("--shutdown-grace is deprecated: use --grace")
+    for grace in (args.grace, args.shutdown_grace, config.shutdown_grace):
+        if grace is not None:
+            return float(grace)
+    return DEFAULT_SHUTDOWN_GRACE
+
+
+def _stop_what_still_runs(scheduler: Scheduler, seconds: float) -> None:
+    """The process exits next, and what still runs dies with it: record those runs
+    interrupted (their leases left to expire), terminate running commands and wait up to
+    ``seconds`` for them to end (SIGKILL then; at once after a second signal)."""
+    running = set(scheduler.runner.running)
+    if not running:
+        return
+    scheduler.runner.interrupt_running()
+    commands = {
+        task.full_name for task in scheduler.tasks.values() if isinstance(task.func, CommandTask)
+    } & running
+    if not commands:
+        return
+    deadline = Deadline(seconds, hurried=lambda: scheduler.hurried)
+    reason = "the replica shut down past its grace period"
+    terminate_running(reason, kill=deadline.hurried)
+    ended = deadline.wait(
+        lambda wait: scheduler.runner.wait_ended(commands, wait),
+        f"{len(commands)} command(s) to end after SIGTERM: {', '.join(sorted(commands))}",
+    )
+    if not ended:
+        terminate_running(reason, kill=True)
 
 
 def _wait_for_signal() -> None:

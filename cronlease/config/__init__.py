@@ -12,6 +12,9 @@ Layout::
     namespace = "myapp"                    # optional: prefixes every task name
     holder = "web-1"                       # optional: this replica's holder id
 
+    [scheduler]
+    shutdown_grace = "20s"                 # optional: SIGTERM to exit at most (default 25 s)
+
     [tasks.purge-sessions]
     call = "myapp.jobs:purge_sessions"     # a Python callable ...
     every = "5m"

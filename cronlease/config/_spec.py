@@ -1,14 +1,13 @@
 """What a valid config file declares: :class:`Config` and its :class:`TaskSpec` s.
 
 A spec turns into a task on a scheduler (:meth:`TaskSpec.add_to`): a command
-becomes a :class:`~cronlease._shell_task.CommandTask`, a call with a timeout is
-wrapped so it is cancelled at that timeout.
+becomes a :class:`~cronlease._shell_task.CommandTask` (which enforces its own
+timeout); a call's timeout is the task's ``timeout=`` (an ``async def`` call is
+cancelled, a plain one recorded ``timed_out``: :mod:`cronlease._run.execution`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,9 +17,9 @@ from typing import Any
 from cronlease._lease.names import normal_form
 from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask
-from cronlease._task import RunContext, Task, takes_context
+from cronlease._task import Task
 from cronlease._timing.schedule import Schedule
-from cronlease.errors import ConfigError, TaskTimeout
+from cronlease.errors import ConfigError
 
 __all__ = ["Config", "TaskSpec"]
 
@@ -72,7 +71,7 @@ class TaskSpec:
             )
         if self.func is None:
             raise ConfigError(f"task {self.name!r}: its call {self.call!r} was not imported")
-        return self.func if self.timeout is None else _with_timeout(self.func, self.timeout)
+        return self.func
 
     def add_to(self, scheduler: Scheduler, *, catchup: str | None = None) -> Task:
         """Declare this task on ``scheduler`` (its namespace applies)."""
@@ -87,6 +86,7 @@ class TaskSpec:
             lease_ttl=self.lease_ttl,
             catchup=catchup or self.catchup,
             catchup_limit=self.catchup_limit,
+            timeout=self.timeout if self.command is None else None,
             args=self.args,
             kwargs=self.kwargs,
             **options,
@@ -103,24 +103,10 @@ class Config:
     namespace: str | None = None
     holder: str | None = None
     history_keep: int | None = None  # runs kept per task (docs/design.md §5.12)
+    #: ``[scheduler] shutdown_grace``: what a shutdown takes at most (None: the default)
+    shutdown_grace: float | None = None
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
 
     def full_name(self, name: str) -> str:
         name = normal_form(name)  # as stored: a name typed decomposed finds its task
         return f"{self.namespace}:{name}" if self.namespace else name
-
-
-def _with_timeout(func: Callable[..., Any], timeout: float) -> Callable[..., Any]:
-    """Wrap an ``async def`` task so it is cancelled at ``timeout`` and recorded timed_out."""
-    wants_context = takes_context(func)
-
-    @functools.wraps(func)
-    async def run(ctx: RunContext, *args: Any, **kwargs: Any) -> None:
-        call_args = (ctx, *args) if wants_context else args
-        try:
-            await asyncio.wait_for(func(*call_args, **kwargs), timeout)
-        except asyncio.TimeoutError:
-            raise TaskTimeout(f"cancelled after its timeout of {timeout:g} s") from None
-
-    del run.__wrapped__  # inspect must see run's own signature (ctx first)
-    return run

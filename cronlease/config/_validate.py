@@ -19,7 +19,7 @@ from cronlease._lease.database import DEFAULT_URL, normalize_url
 from cronlease._lease.model import check_task_name
 from cronlease._task import CATCH_UP_POLICIES
 from cronlease._timing.schedule import Schedule, parse_duration
-from cronlease.config._calls import is_async, resolve_call, split_call
+from cronlease.config._calls import resolve_call, split_call
 from cronlease.config._locate import SourceLines
 from cronlease.config._spec import Config, TaskSpec
 from cronlease.errors import ConfigError, ConfigFileError
@@ -29,7 +29,9 @@ __all__ = ["DATABASE_ENV", "Validator"]
 #: overrides the file's ``database``
 DATABASE_ENV = "CRONLEASE_DATABASE_URL"
 
-TOP_LEVEL_KEYS = ("database", "namespace", "holder", "history_keep", "tasks")
+TOP_LEVEL_KEYS = ("database", "namespace", "holder", "history_keep", "scheduler", "tasks")
+#: keys of the ``[scheduler]`` table: settings of the replica, not of a task
+SCHEDULER_KEYS = ("shutdown_grace",)
 COMMON_KEYS = (
     "every",
     "cron",
@@ -109,6 +111,7 @@ class Validator:
         history_keep = data.get("history_keep")
         if "history_keep" in data and (type(history_keep) is not int or history_keep < 1):
             raise self.error("must be a whole number of runs, at least 1", key="history_keep")
+        shutdown_grace = self.scheduler_settings(data.get("scheduler", {}))
         tasks_table = data.get("tasks", {})
         if not isinstance(tasks_table, dict):
             raise self.error(
@@ -135,8 +138,28 @@ class Validator:
             namespace=namespace,
             holder=holder,
             history_keep=history_keep,
+            shutdown_grace=shutdown_grace,
             tasks=tasks,
         )
+
+    def scheduler_settings(self, table: object) -> float | None:
+        """The ``[scheduler]`` table; returns ``shutdown_grace`` (None: the default)."""
+        if not isinstance(table, dict):
+            raise self.error(f"must be a table, not {_toml_type(table)}", key="scheduler")
+        for key in table:
+            if key not in SCHEDULER_KEYS:
+                raise self.unknown_key(key, SCHEDULER_KEYS, None)
+        if "shutdown_grace" not in table:
+            return None
+        value = table["shutdown_grace"]
+        try:
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ConfigError(
+                    f'must be a duration such as 20, "20s" or "1m", not {_toml_type(value)}'
+                )
+            return parse_duration(value, what="shutdown_grace").total_seconds()
+        except ConfigError as exc:
+            raise self.error(str(exc), key="shutdown_grace") from None
 
     def task(self, name: str, table: object, namespace: str | None) -> TaskSpec:
         try:
@@ -262,7 +285,7 @@ class Validator:
             raise self.error(str(exc), task=name, key=key) from None
 
     def call_spec(self, table: dict[str, Any], common: dict[str, Any]) -> TaskSpec:
-        name, timeout = common["name"], common["timeout"]
+        name = common["name"]
         target = self.string(table["call"], name, "call")
         args = table.get("args", [])
         if not isinstance(args, list):
@@ -280,13 +303,6 @@ class Validator:
                 func = resolve_call(target, self.path.parent)
             except ConfigError as exc:
                 raise self.error(str(exc), task=name, key="call") from None
-            if timeout is not None and not is_async(func):
-                raise self.error(
-                    "timeout needs an 'async def' callable (a Python thread cannot be "
-                    "stopped safely); make it async, or run it as a command",
-                    task=name,
-                    key="timeout",
-                )
         return TaskSpec(call=target, func=func, args=tuple(args), kwargs=dict(kwargs), **common)
 
     def command_spec(self, table: dict[str, Any], common: dict[str, Any]) -> TaskSpec:

@@ -350,7 +350,7 @@ def test_sigterm_waits_for_the_running_task_then_exits_0(
         url_for("sqlite", tmp_path),
         HOLD.format(book=book, release=release, schedule="every = 1"),
     )
-    replica = Replica("run", "--shutdown-grace", "30", cwd=tmp_path)
+    replica = Replica("run", "--grace", "30", cwd=tmp_path)
     replicas.append(replica)
     wait_for(lambda: len(ledger(book)) == 1, 20, "a run to start")
     replica.process.send_signal(signal.SIGTERM)
@@ -375,7 +375,7 @@ def test_sigterm_past_the_grace_records_the_run_interrupted_and_kills_it(
         HOLD.format(book=book, release=release, schedule="every = 1"),
         namespace,
     )
-    replica = Replica("run", "--shutdown-grace", "0.5", cwd=tmp_path)
+    replica = Replica("run", "--grace", "0.5", cwd=tmp_path)
     replicas.append(replica)
     wait_for(lambda: len(ledger(book)) == 1, 20, "a run to start")
     assert replica.stop() == 0, replica.output
@@ -385,6 +385,69 @@ def test_sigterm_past_the_grace_records_the_run_interrupted_and_kills_it(
     assert run["outcome"] == "interrupted" and run["slot"] == int(ledger(book)[0][0])
     (task,) = cli_json("status", cwd=tmp_path)["tasks"]
     assert task["last_run"]["outcome"] == "interrupted"
+
+
+def never_ending_task(folder: Path, book: Path, grace: str) -> str:
+    """A config whose one task is a Python call that never returns (nothing can stop it)."""
+    module = f"forever_{uuid.uuid4().hex[:8]}"
+    (folder / f"{module}.py").write_text(
+        textwrap.dedent(
+            f"""
+            import threading
+
+            def forever(ctx):
+                with open({str(book)!r}, "a") as book:
+                    book.write(f"{{ctx.slot}} run\\n")
+                threading.Event().wait()
+            """
+        )
+    )
+    return f"""
+        [scheduler]
+        shutdown_grace = "{grace}"
+
+        [tasks.forever]
+        call = "{module}:forever"
+        every = 1
+        """
+
+
+@pytest.mark.slow
+def test_sigterm_with_a_task_that_never_ends_exits_within_the_configured_grace(
+    tmp_path: Path, replicas: list[Replica]
+) -> None:
+    book = tmp_path / "ledger"
+    write_config(tmp_path, url_for("sqlite", tmp_path), never_ending_task(tmp_path, book, "3s"))
+    replica = Replica("run", cwd=tmp_path)
+    replicas.append(replica)
+    wait_for(lambda: len(ledger(book)) == 1, 30, "a run to start")
+    replica.process.send_signal(signal.SIGTERM)
+    # every wait is bounded by the 3 s grace (a generous allowance here for a loaded machine;
+    # before, the run alone was waited for 25 s and then 10 s more)
+    assert replica.wait(timeout=3 + 12) == 0, replica.output
+    replica.wait_for_log(r"shutdown: waiting up to [23][.\d]* s for 1 running task")
+    replica.wait_for_log(r"shutdown: gave up waiting for 1 running task")
+    (run,) = cli_json("history", "forever", cwd=tmp_path)
+    assert run["outcome"] == "interrupted" and run["slot"] == int(ledger(book)[0][0])
+
+
+@pytest.mark.slow
+def test_a_second_sigterm_stops_the_waiting_at_once(
+    tmp_path: Path, replicas: list[Replica]
+) -> None:
+    book = tmp_path / "ledger"
+    write_config(tmp_path, url_for("sqlite", tmp_path), never_ending_task(tmp_path, book, "10m"))
+    replica = Replica("run", cwd=tmp_path)
+    replicas.append(replica)
+    wait_for(lambda: len(ledger(book)) == 1, 30, "a run to start")
+    replica.process.send_signal(signal.SIGTERM)
+    replica.wait_for_log("shutdown: waiting up to .* for 1 running task")
+    assert replica.process.poll() is None  # it waits: the grace is ten minutes
+    replica.process.send_signal(signal.SIGTERM)
+    assert replica.wait(timeout=20) == 0, replica.output
+    replica.wait_for_log("received SIGTERM again: not waiting any longer")
+    (run,) = cli_json("history", "forever", cwd=tmp_path)
+    assert run["outcome"] == "interrupted"
 
 
 @pytest.mark.slow

@@ -214,13 +214,6 @@ CASES: dict[str, Case] = {
         "args",
         4,
     ),
-    "timeout-on-a-sync-call": Case(
-        _task('call = "os.path:join"\nevery = 5\ntimeout = "5s"\n'),
-        "needs an 'async def' callable",
-        "a",
-        "timeout",
-        4,
-    ),
     "catchup-unknown": Case(
         _task('command = "true"\nevery = 5\ncatchup = "most"\n'),
         "must be one of 'skip', 'latest', 'all'",

@@ -1,4 +1,6 @@
-"""Forking servers: a scheduler made (or started) before fork works in the child."""
+"""Forking: a scheduler made before fork works in the child when started there, or when
+it was started before the fork with ``restart_after_fork=True`` (gunicorn
+``--preload``); any other forked child (a ``multiprocessing`` pool) runs no ticks."""
 
 from __future__ import annotations
 
@@ -6,9 +8,9 @@ import os
 
 import pytest
 
-from cronlease import RunContext, Scheduler
+from cronlease import LeaseStore, RunContext, Scheduler
 from tests.support import ledger
-from tests.support.procs import wait_for
+from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +48,7 @@ def test_scheduler_runs_in_a_forked_child(
     db_url: str, task_name: str, started_before_fork: bool
 ) -> None:
     ledger.setup(db_url)
-    scheduler = Scheduler(db_url)
+    scheduler = Scheduler(db_url, restart_after_fork=started_before_fork)
 
     @scheduler.task(every="1s", name=task_name)
     def write_ledger(ctx: RunContext) -> None:
@@ -64,3 +66,25 @@ def test_scheduler_runs_in_a_forked_child(
     assert scheduler.holder == parent_holder
     slots = [slot for slot, _ in ledger.entries(db_url, task_name)]
     assert len(slots) == len(set(slots))
+
+
+def test_children_of_a_fork_pool_run_no_ticks(db_url: str, task_name: str) -> None:
+    """A ``multiprocessing`` fork Pool in a running replica: its workers are not
+    replicas (no ticks in the ledger, none abandoned when the pool closes)."""
+    ledger.setup(db_url)
+    replica = Proc("-m", "tests.support.fork_pool_replica", db_url, task_name)
+    try:
+        workers = {int(pid) for pid in replica.expect("pool", 90).split()[1:]}
+        replica.expect("done", 60)
+    finally:
+        code = replica.stop()
+    assert code == 0, replica.stderr()
+    assert workers and replica.popen.pid not in workers
+    pids = {pid for _, pid in ledger.entries(db_url, task_name)}
+    assert pids == {replica.popen.pid}, f"pool workers ran ticks: {pids & workers}"
+    store = LeaseStore.from_url(db_url)
+    try:
+        outcomes = {run.outcome for run in store.history(task_name, limit=100)}
+    finally:
+        store.dispose()
+    assert outcomes == {"succeeded"}, outcomes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import uuid
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from cronlease._lease.model import AcquireRequest
 from cronlease._timing.schedule import slot_of
 from tests.conftest import url_for
 from tests.support import ledger
-from tests.support.leases import won
+from tests.support.leases import set_lease_end, won
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
@@ -74,6 +75,7 @@ def stale_cursor(url: str, name: str, hours_ago: int) -> int:
     )
     assert lease is not None
     store.finish(lease, "succeeded")
+    set_lease_end(store, name, slot / 1000 + 1)  # that run ended back then
     store.dispose()
     return slot
 
@@ -163,3 +165,40 @@ def test_ten_replicas_cold_start_on_an_empty_database(empty_database: str, task_
         assert "Traceback" not in replica.stderr(), replica.stderr()
     slots = [slot for slot, _ in ledger.entries(empty_database, task_name)]
     assert len(slots) == len(set(slots))
+
+
+def test_a_restart_does_not_catch_up_ticks_skipped_for_overlap(db_url: str, task_name: str) -> None:
+    """Every 3 s, each run 4 s: the tick after each run's start is skipped for overlap.
+
+    A replica stopped mid-run, and another started as it exits, must not run
+    that skipped tick as a "missed" one: it fell due while the lease was held.
+    """
+    ledger.setup(db_url)
+    slow = {"CRONLEASE_TEST_RUN_SECONDS": "4"}
+    first = Proc("-m", "tests.support.replica", db_url, task_name, "3s", env=slow)
+    second = Proc(
+        "-m",
+        "tests.support.replica",
+        db_url,
+        task_name,
+        "3s",
+        env={**slow, "CRONLEASE_TEST_GO": "1"},
+    )
+    try:
+        first.expect("started", 60)
+        second.expect("ready", 60)
+        # the first run, a tick skipped for overlap, the second run in progress
+        wait_for(lambda: len(ledger.entries(db_url, task_name)) >= 2, 60, "a second run")
+        assert first.terminate(60) == 0  # it waits for the run, then exits
+        second.send("go")
+        second.expect("started", 60)
+        pid = second.popen.pid
+        wait_for(
+            lambda: any(p == pid for _, p in ledger.entries(db_url, task_name)), 30, "a run there"
+        )
+    finally:
+        codes = [first.terminate(60), second.terminate(60)]
+    assert codes == [0, 0]
+    slots = [slot for slot, _ in ledger.entries(db_url, task_name)]
+    overlapping = [(a, b) for a, b in itertools.pairwise(slots) if b - a < 4000]
+    assert not overlapping, f"ran ticks that fell due during the previous run: {overlapping}"

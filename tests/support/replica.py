@@ -3,8 +3,11 @@
 Runs ``Scheduler.run_forever()`` with one task that appends its slot to the
 ledger, prints ``started`` once the scheduler runs, and exits 0 on SIGTERM.
 With ``CRONLEASE_TEST_BLOCK=1`` the task blocks after writing the ledger, so
-a test can kill the replica mid-run. ``CRONLEASE_TEST_LEDGER`` puts the ledger
-in another database than the leases (a test that deletes the lease file).
+a test can kill the replica mid-run; with ``CRONLEASE_TEST_RUN_SECONDS=N`` it
+takes N seconds. With ``CRONLEASE_TEST_GO=1`` the script prints ``ready`` and
+waits for a ``go`` line before it starts the scheduler, so a test can start
+it on cue without waiting for the interpreter. ``CRONLEASE_TEST_LEDGER`` puts
+the ledger in another database than the leases (a test that deletes the lease file).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ def main() -> None:
     catchup = sys.argv[4] if len(sys.argv) > 4 else "latest"
     block = os.environ.get("CRONLEASE_TEST_BLOCK") == "1"
     ledger_url = os.environ.get("CRONLEASE_TEST_LEDGER", url)
+    run_seconds = float(os.environ.get("CRONLEASE_TEST_RUN_SECONDS", "0"))
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
     )
@@ -34,12 +38,18 @@ def main() -> None:
         ledger.append(ledger_url, name, ctx.slot)
         if block:
             threading.Event().wait()
+        if run_seconds:
+            threading.Event().wait(run_seconds)
 
     def announce() -> None:
         while not scheduler.running:
             threading.Event().wait(0.01)
         print("started", flush=True)
 
+    if os.environ.get("CRONLEASE_TEST_GO") == "1":
+        print("ready", flush=True)
+        if sys.stdin.readline().strip() != "go":
+            return
     threading.Thread(target=announce, daemon=True).start()
     scheduler.run_forever()
 

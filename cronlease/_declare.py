@@ -1,0 +1,104 @@
+"""Declaring tasks on a scheduler: the decorator, :meth:`add_task` and the lookups.
+
+A mixin of :class:`~cronlease._scheduler.Scheduler`, apart so that the
+scheduler's module is about running a replica. A task declared while the
+scheduler runs is handed to it (:meth:`TaskDeclarations._on_declared`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, TypeVar, overload
+
+from cronlease._lease.names import normal_form
+from cronlease._task import Task
+from cronlease.errors import ConfigError, UnknownTaskError
+
+__all__ = ["TaskDeclarations"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class TaskDeclarations:
+    """The declared tasks of one scheduler (by full name and by name); thread-safe."""
+
+    namespace: str | None
+    _tasks: dict[str, Task]
+    _by_name: dict[str, Task]
+    _lock: threading.RLock
+
+    def _on_declared(self, task: Task) -> None:
+        """Called under the lock for each task declared; the running scheduler fires it."""
+
+    @overload
+    def task(self, func: F, /) -> F: ...
+
+    @overload
+    def task(
+        self,
+        func: None = None,
+        /,
+        *,
+        every: object = None,
+        cron: str | None = None,
+        name: str | None = None,
+        timezone: str | None = None,
+        anchor: datetime | None = None,
+        lease_ttl: object = None,
+        grace: object = None,
+        timeout: object = None,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def task(self, func: Any = None, /, **options: Any) -> Any:
+        """Declare a periodic task: ``@scheduler.task(every="30s")`` or ``cron="0 3 * * *"``.
+
+        The function may take a :class:`RunContext` as its first parameter and
+        may be ``async def``. ``timeout=`` bounds a run: an ``async def`` task is
+        cancelled; a plain function cannot be stopped, so its run is recorded
+        ``timed_out`` and its lease left to expire (README, "Timeouts").
+        Raises :class:`ConfigError` for an invalid declaration or a duplicate
+        name. Returns the function unchanged.
+        """
+        if func is not None:
+            if not options:
+                raise ConfigError(
+                    f"task {getattr(func, '__name__', func)!r}: give every= or cron=, "
+                    "e.g. @scheduler.task(every='30s')"
+                )
+            self.add_task(func, **options)
+            return func
+
+        def decorate(function: F) -> F:
+            self.add_task(function, **options)
+            return function
+
+        return decorate
+
+    def add_task(self, func: Callable[..., Any], **options: Any) -> Task:
+        """Declare ``func`` as a task (same options as :meth:`task`) and return it."""
+        task = Task.declare(func, namespace=self.namespace, **options)
+        with self._lock:
+            if task.name in self._by_name:
+                raise ConfigError(f"task {task.name!r} is declared twice")
+            if task.full_name in self._tasks:
+                raise ConfigError(f"task name {task.name!r} is reserved by cronlease")
+            self._by_name[task.name] = task
+            self._tasks[task.full_name] = task
+            self._on_declared(task)
+        return task
+
+    @property
+    def tasks(self) -> Mapping[str, Task]:
+        """Declared tasks by name (without namespace)."""
+        return MappingProxyType(self._by_name)
+
+    def get_task(self, name: str) -> Task:
+        try:
+            return self._by_name[normal_form(name)]
+        except KeyError:
+            raise UnknownTaskError(f"no task named {name!r} is declared") from None

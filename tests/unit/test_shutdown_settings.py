@@ -1,0 +1,77 @@
+"""The shutdown's time bound: one name, a default under orchestrators' 30 s, and a
+deadline that a second signal ends."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from cronlease import ConfigFileError, Scheduler
+from cronlease._run.stopping import Deadline
+from cronlease.cli.parser import build_parser
+from cronlease.cli.run import resolve_grace
+from cronlease.config import load_config
+
+
+def test_the_default_grace_is_under_thirty_seconds(tmp_path: Path) -> None:
+    scheduler = Scheduler(f"sqlite:///{tmp_path / 'db'}")
+    assert scheduler.shutdown_grace == 25.0 < 30
+
+
+def test_shutdown_timeout_is_the_deprecated_name_of_shutdown_grace(tmp_path: Path) -> None:
+    with pytest.warns(DeprecationWarning, match="shutdown_grace"):
+        scheduler = Scheduler(f"sqlite:///{tmp_path / 'db'}", shutdown_timeout=7)
+    assert scheduler.shutdown_grace == 7.0 == scheduler.shutdown_timeout
+
+
+def config_with(tmp_path: Path, table: str) -> Path:
+    path = tmp_path / "cronlease.toml"
+    path.write_text(f'{table}\n[tasks.a]\ncommand = "true"\nevery = 5\n')
+    return path
+
+
+def test_the_grace_comes_from_the_flag_then_the_config_then_the_default(
+    tmp_path: Path,
+) -> None:
+    parser = build_parser()
+    configured = load_config(config_with(tmp_path, '[scheduler]\nshutdown_grace = "12s"'))
+    assert configured.shutdown_grace == 12.0
+    assert resolve_grace(parser.parse_args(["run"]), configured) == 12.0
+    assert resolve_grace(parser.parse_args(["run", "--grace", "4"]), configured) == 4.0
+    plain = load_config(config_with(tmp_path, ""))
+    assert resolve_grace(parser.parse_args(["run"]), plain) == 25.0
+    # the deprecated flag still works (it logs a warning)
+    assert resolve_grace(parser.parse_args(["run", "--shutdown-grace", "3"]), plain) == 3.0
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('[scheduler]\nshutdown_grase = "5s"', "did you mean 'shutdown_grace'"),
+        ('[scheduler]\nshutdown_grace = "soon"', "shutdown_grace"),
+        ("[scheduler]\nshutdown_grace = true", "must be a duration"),
+        ('scheduler = "fast"', "must be a table"),
+    ],
+)
+def test_bad_scheduler_settings_get_a_clear_error(tmp_path: Path, table: str, message: str) -> None:
+    with pytest.raises(ConfigFileError, match=message):
+        load_config(config_with(tmp_path, table))
+
+
+def test_a_hurried_deadline_ends_the_wait_in_progress() -> None:
+    hurry = False
+    deadline = Deadline(600.0, hurried=lambda: hurry)
+    calls = 0
+
+    def never_done(seconds: float) -> bool:
+        nonlocal calls, hurry
+        calls += 1
+        if calls == 3:
+            hurry = True  # as a second signal would, during the wait
+        time.sleep(seconds)
+        return False
+
+    assert deadline.wait(never_done, "something that never ends") is False
+    assert calls == 3 and deadline.remaining() == 0.0
