@@ -8,8 +8,16 @@ Contract (the same on every backend; the contract suite in ``tests/`` proves it)
   it did not (someone holds or already ran the slot, the slot is old or from
   the future, or the task is paused). A slot can be acquired once, ever. The
   single forms (:meth:`acquire`, :meth:`finish`) are the batch of one.
-- :meth:`heartbeat` and :meth:`finish` are fenced: they only touch the lease if
-  its fence is still the one the run got.
+- :meth:`heartbeat_many`, :meth:`release` and :meth:`finish_many` are fenced:
+  they only touch the lease (and the run row) if its fence *and* holder nonce
+  are still the ones the attempt got — a fence alone can be issued twice by a
+  database that lost writes. Renewals run on a connection of their own
+  (:func:`~cronlease._lease.database.heartbeat_engine`), never waiting behind
+  the application or the acquirer for a pooled one.
+- The store remembers, per task, the highest slot and fence it saw
+  (:mod:`cronlease._lease.lost_writes`): a database that shows less lost
+  committed writes; the store refuses the slots it saw, writes both back and
+  logs an error.
 - Every method raises :class:`~cronlease.errors.StoreError` (with the driver
   error as ``__cause__``) when the database fails, and nothing else for it. A
   statement whose connection broke is retried once on a fresh connection; an
@@ -21,7 +29,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import secrets
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -29,9 +39,10 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from cronlease._lease.database import create_store_engine, redact
+from cronlease._lease.database import create_store_engine, heartbeat_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.base import check_batch
+from cronlease._lease.lost_writes import LostWrites
 from cronlease._lease.model import (
     AcquireRequest,
     Finish,
@@ -77,6 +88,10 @@ class LeaseStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.statements: Statements = statements_for(engine)
+        self.lost_writes = LostWrites(self.statements, lambda what, op: self._call(what, op))
+        self._beat_lock = threading.Lock()
+        self._beat_engine: Engine | None = None
+        self._beat_pid = 0
 
     @classmethod
     def from_url(cls, url: str | None = None) -> LeaseStore:
@@ -89,12 +104,36 @@ class LeaseStore:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        with self._beat_lock:
+            beat, self._beat_engine = self._beat_engine, None
+        if beat is not None:
+            beat.dispose()
+
+    @property
+    def heartbeat_engine(self) -> Engine:
+        """The one-connection engine renewals run on, made on first use (and anew in a
+        forked child, which must not touch its parent's connection)."""
+        with self._beat_lock:
+            if self._beat_engine is not None and self._beat_pid != os.getpid():
+                self._beat_engine.dispose(close=False)
+                self._beat_engine = None
+            if self._beat_engine is None:
+                self._beat_engine = heartbeat_engine(self.engine)
+                self._beat_pid = os.getpid()
+            return self._beat_engine
 
     # --- plumbing ---------------------------------------------------------
 
-    def _call(self, what: str, operation: Callable[[Connection], T], *, retry: bool = True) -> T:
+    def _call(
+        self,
+        what: str,
+        operation: Callable[[Connection], T],
+        *,
+        retry: bool = True,
+        engine: Engine | None = None,
+    ) -> T:
         try:
-            return self._once(operation)
+            return self._once(operation, engine)
         except DBAPIError as exc:
             if not (retry and exc.connection_invalidated):
                 raise store_error(what, exc, self.statements) from exc
@@ -103,12 +142,12 @@ class LeaseStore:
             raise store_error(what, exc, self.statements) from exc
         logger.debug("%s: connection broke (%s); retrying once", what, describe_error(first))
         try:
-            return self._once(operation)
+            return self._once(operation, engine)
         except SQLAlchemyError as exc:
             raise store_error(what, exc, self.statements) from exc
 
-    def _once(self, operation: Callable[[Connection], T]) -> T:
-        with self.engine.connect() as conn:
+    def _once(self, operation: Callable[[Connection], T], engine: Engine | None = None) -> T:
+        with (engine or self.engine).connect() as conn:
             return operation(conn)
 
     # --- schema -----------------------------------------------------------
@@ -156,6 +195,19 @@ class LeaseStore:
         if not requests:
             return []
         check_batch(requests)
+        # Slots this replica saw taken are refused here, even if the database lost them.
+        known = self.lost_writes.refusals(requests)
+        sent = [r for r, refusal in zip(requests, known, strict=True) if refusal is None]
+        if len(sent) < len(requests):
+            # Asked for a slot this replica saw taken: only a database that lost it
+            # would grant it. Its rows are read instead, which repairs such a loss.
+            self.leases([r.name for r, no in zip(requests, known, strict=True) if no is not None])
+            results = iter(self._acquire_sent(sent) if sent else [])
+            return [next(results) if refusal is None else refusal for refusal in known]
+        return self._acquire_sent(requests)
+
+    def _acquire_sent(self, requests: Sequence[AcquireRequest]) -> list[Lease | Refusal]:
+        floors = self.lost_writes.before([request.name for request in requests])
         nonces = [f"{request.holder}#{secrets.token_hex(NONCE_BYTES)}" for request in requests]
         sent_at = time.monotonic()
         what = (
@@ -177,7 +229,7 @@ class LeaseStore:
             )
         except SQLAlchemyError as exc:
             raise store_error(what, exc, self.statements) from exc
-        return [
+        outcomes: list[Lease | Refusal] = [
             Lease(
                 name=request.name,
                 slot=request.slot,
@@ -191,6 +243,7 @@ class LeaseStore:
             else Refusal.explain(request, result)
             for request, nonce, result in zip(requests, nonces, results, strict=True)
         ]
+        return self.lost_writes.check(requests, results, outcomes, floors)
 
     def _recover(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonces: Sequence[str]
@@ -242,33 +295,56 @@ class LeaseStore:
         self._call(what, lambda conn: self.statements.finish(conn, items))
 
     def heartbeat(self, lease: Lease) -> bool:
-        """Extend the lease by its TTL; False if another acquisition has taken it since."""
-        return self._call(
-            f"renewing the lease of {lease.name!r}",
-            lambda conn: self.statements.heartbeat(conn, lease.name, lease.fence, lease.ttl),
+        """Extend one lease by its TTL: :meth:`heartbeat_many` of a batch of one."""
+        return self.heartbeat_many([lease])[0]
+
+    def heartbeat_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Extend each lease (distinct tasks) by its own TTL, in one statement, on the
+        renewal connection; aligned with ``leases``: False where another acquisition
+        has taken it since (fence or holder no longer the row's)."""
+        if not leases:
+            return []
+        names = [lease.name for lease in leases]
+        if len(set(names)) != len(names):
+            raise ValueError("a renewal names each task at most once")
+        what = (
+            f"renewing the lease of {names[0]!r}"
+            if len(leases) == 1
+            else f"renewing {len(leases)} leases"
         )
+        renewed = self._call(
+            what,
+            lambda conn: self.statements.heartbeat(conn, leases),
+            engine=self.heartbeat_engine,
+        )
+        return [name in renewed for name in names]
 
     def release(self, lease: Lease) -> bool:
         """Free the lease without touching history; False if it was no longer ours."""
         return self._call(
             f"releasing the lease of {lease.name!r}",
-            lambda conn: self.statements.release(conn, lease.name, lease.fence),
+            lambda conn: self.statements.release(conn, lease.name, lease.fence, lease.holder),
         )
 
     def pause(self, name: str) -> None:
         """Pause a task fleet-wide (also one that never ran); running runs finish."""
         check_task_name(name)
         self._call(f"pausing {name!r}", lambda conn: self.statements.set_paused(conn, name))
+        self.lost_writes.paused(name, True)
 
     def resume(self, name: str) -> None:
         check_task_name(name)
         self._call(f"resuming {name!r}", lambda conn: self.statements.resume(conn, name))
+        self.lost_writes.paused(name, False)
 
     # --- reading ----------------------------------------------------------
 
     def leases(self, names: Sequence[str] | None = None) -> list[LeaseInfo]:
-        """Lease rows, sorted by name: all of them, or those of ``names``."""
-        return self._call("reading leases", lambda conn: self.statements.leases(conn, names))
+        """Lease rows, sorted by name: all of them, or those of ``names``. A row older
+        than one this store saw before is written back and shown as it was seen."""
+        floors = self.lost_writes.before(self.lost_writes.seen.names() if names is None else names)
+        rows = self._call("reading leases", lambda conn: self.statements.leases(conn, names))
+        return self.lost_writes.check_rows(rows, floors)
 
     def history(self, name: str, limit: int = 20) -> list[RunRecord]:
         """The task's latest runs, newest first."""
