@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
+import threading
 import time
 from typing import Any
 
@@ -28,6 +30,7 @@ from cronlease.errors import ConfigError
 __all__ = [
     "DEFAULT_URL",
     "HEARTBEAT_TIMEOUT",
+    "RenewalEngine",
     "adopt_engine",
     "create_store_engine",
     "heartbeat_engine",
@@ -268,3 +271,31 @@ def _bound_statements(dialect: Any, dbapi_connection: Any) -> None:
         cursor.close()
     if dialect.name == "postgresql" and not getattr(dbapi_connection, "autocommit", True):
         dbapi_connection.commit()  # the SET opened a transaction
+
+
+class RenewalEngine:
+    """A store's :func:`heartbeat_engine`, made on first use — and anew in a forked
+    child, which must not touch its parent's connection."""
+
+    def __init__(self, source: Engine) -> None:
+        self._source = source
+        self._lock = threading.Lock()
+        self._engine: Engine | None = None
+        self._pid = 0
+
+    @property
+    def engine(self) -> Engine:
+        with self._lock:
+            if self._engine is not None and self._pid != os.getpid():
+                self._engine.dispose(close=False)  # the parent's: leave it open
+                self._engine = None
+            if self._engine is None:
+                self._engine = heartbeat_engine(self._source)
+                self._pid = os.getpid()
+            return self._engine
+
+    def dispose(self) -> None:
+        with self._lock:
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.dispose()

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import secrets
 import threading
 import time
@@ -39,7 +38,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from cronlease._lease.database import create_store_engine, heartbeat_engine, redact
+from cronlease._lease.database import RenewalEngine, create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.base import check_batch
 from cronlease._lease.lost_writes import LostWrites
@@ -89,9 +88,10 @@ class LeaseStore:
         self.engine = engine
         self.statements: Statements = statements_for(engine)
         self.lost_writes = LostWrites(self.statements, lambda what, op: self._call(what, op))
-        self._beat_lock = threading.Lock()
-        self._beat_engine: Engine | None = None
-        self._beat_pid = 0
+        self._beat = RenewalEngine(engine)
+        # set after an outage: what this store saw is read back before the next operation
+        self._recheck = False
+        self._checking = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str | None = None) -> LeaseStore:
@@ -104,23 +104,12 @@ class LeaseStore:
 
     def dispose(self) -> None:
         self.engine.dispose()
-        with self._beat_lock:
-            beat, self._beat_engine = self._beat_engine, None
-        if beat is not None:
-            beat.dispose()
+        self._beat.dispose()
 
     @property
     def heartbeat_engine(self) -> Engine:
-        """The one-connection engine renewals run on, made on first use (and anew in a
-        forked child, which must not touch its parent's connection)."""
-        with self._beat_lock:
-            if self._beat_engine is not None and self._beat_pid != os.getpid():
-                self._beat_engine.dispose(close=False)
-                self._beat_engine = None
-            if self._beat_engine is None:
-                self._beat_engine = heartbeat_engine(self.engine)
-                self._beat_pid = os.getpid()
-            return self._beat_engine
+        """The one-connection engine renewals run on (made on first use)."""
+        return self._beat.engine
 
     # --- plumbing ---------------------------------------------------------
 
@@ -147,8 +136,32 @@ class LeaseStore:
             raise store_error(what, exc, self.statements) from exc
 
     def _once(self, operation: Callable[[Connection], T], engine: Engine | None = None) -> T:
-        with (engine or self.engine).connect() as conn:
-            return operation(conn)
+        if self._recheck and engine is None:
+            self._check_seen()
+        try:
+            with (engine or self.engine).connect() as conn:
+                return operation(conn)
+        except DBAPIError as exc:
+            if not self.statements.refuses_row(exc):
+                # An outage or a broken connection: the database met again may be a
+                # promoted standby that lost writes. Check before the next operation.
+                self._recheck = True
+            raise
+
+    def _check_seen(self) -> None:
+        """Read back every lease row this store saw (which repairs rows that went back),
+        once after an outage; on a thread that is about to use the database anyway."""
+        if not self._checking.acquire(blocking=False):
+            return  # another thread is at it
+        try:
+            self._recheck = False
+            names = self.lost_writes.seen.names()
+            for start in range(0, len(names), RECENT_RUNS_CHUNK):
+                self.leases(names[start : start + RECENT_RUNS_CHUNK])
+        except StoreError:
+            self._recheck = True  # still down: again next time
+        finally:
+            self._checking.release()
 
     # --- schema -----------------------------------------------------------
 
