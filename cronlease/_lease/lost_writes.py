@@ -48,8 +48,8 @@ REPEAT_AFTER = 600.0
 class LostWrites:
     """A store's memory of what it saw, and what it does when the database shows less."""
 
-    def __init__(self, statements: Statements, call: Call) -> None:
-        self._statements = statements
+    def __init__(self, statements: Callable[[], Statements], call: Call) -> None:
+        self._statements = statements  # the store's current ones (tests swap them)
         self._call = call
         self.seen = Watermarks()
         self._said_at: float | None = None
@@ -132,7 +132,7 @@ class LostWrites:
         try:
             ours = self._call(
                 f"renumbering the lease of {lease.name!r}",
-                lambda conn: self._statements.refence(conn, lease, fence, floor),
+                lambda conn: self._statements().refence(conn, lease, fence, floor),
             )
         except StoreError as exc:
             logger.warning("%s keeps fence %s: %s", lease.name, lease.fence, exc)
@@ -146,7 +146,7 @@ class LostWrites:
         try:
             self._call(
                 f"writing back the lease of {name!r}",
-                lambda conn: self._statements.raise_floor(conn, name, before.slot, before.fence),
+                lambda conn: self._statements().raise_floor(conn, name, before.slot, before.fence),
             )
         except StoreError as exc:
             logger.warning("cannot write back the lease of %s: %s", name, exc)

@@ -87,7 +87,9 @@ class LeaseStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.statements: Statements = statements_for(engine)
-        self.lost_writes = LostWrites(self.statements, lambda what, op: self._call(what, op))
+        self.lost_writes = LostWrites(
+            lambda: self.statements, lambda what, op: self._call(what, op)
+        )
         self._beat = RenewalEngine(engine)
         # set after an outage: what this store saw is read back before the next operation
         self._recheck = False
