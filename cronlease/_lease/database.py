@@ -14,19 +14,31 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
+import threading
 import time
 from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import QueuePool
 
 from cronlease._lease import sqlite_file
 from cronlease._safe_text import redact_secrets
 from cronlease.errors import ConfigError
 
-__all__ = ["DEFAULT_URL", "adopt_engine", "create_store_engine", "normalize_url", "redact"]
+__all__ = [
+    "DEFAULT_URL",
+    "HEARTBEAT_TIMEOUT",
+    "RenewalEngine",
+    "adopt_engine",
+    "create_store_engine",
+    "heartbeat_engine",
+    "normalize_url",
+    "redact",
+]
 
 DEFAULT_URL = "sqlite:///cronlease.db"
 CONNECT_TIMEOUT = 5
@@ -40,6 +52,11 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 # instead of opening connections without limit on a shared server.
 POOL_SIZE = 4
 MAX_OVERFLOW = 8
+# The longest a lease renewal (one statement for every lease of the replica) may
+# take, lock waits included: a hung one fails, is logged, and is retried soon on
+# a fresh connection. Leases are at least 1 s long and renewed every ttl/3, so a
+# renewal this slow costs only the leases that would have expired anyway.
+HEARTBEAT_TIMEOUT = 5.0
 POOL_OPTIONS: dict[str, Any] = {
     "pool_size": POOL_SIZE,
     "max_overflow": MAX_OVERFLOW,
@@ -195,3 +212,94 @@ def adopt_engine(engine: Engine) -> Engine:
     # SQLite needs BEGIN IMMEDIATE and MySQL a UTC session: both are set when
     # connecting, so build a pool of our own from the same URL.
     return create_store_engine(engine.url)
+
+
+def heartbeat_engine(engine: Engine) -> Engine:
+    """A one-connection engine for lease renewals, connecting as ``engine`` does.
+
+    Renewals must never wait behind the application or the acquirer for a
+    pooled connection (an adopted engine's pool is the application's own), so
+    they get a connection of their own. It is made by ``engine``'s own pool
+    creator, so it has the same URL, connect arguments, driver hooks and
+    connect listeners (search_path, session time zone, SQLite pragmas); it is
+    pinged before use, so it reconnects after a restart or failover; and every
+    statement on it is bounded by :data:`HEARTBEAT_TIMEOUT`, so one hung
+    renewal cannot stall every other lease's renewal for long.
+    """
+    source = engine.pool
+    pool = QueuePool(
+        source._creator,
+        pool_size=1,
+        max_overflow=0,
+        timeout=HEARTBEAT_TIMEOUT,
+        pre_ping=True,
+        recycle=source._recycle,
+        reset_on_return=source._reset_on_return,
+        _dispatch=source.dispatch,
+        dialect=source._dialect,
+    )
+    own = Engine(pool, engine.dialect, engine.url, execution_options=engine.get_execution_options())
+    if engine.dialect.name == "sqlite":
+        # BEGIN IMMEDIATE, as on the store's engine (an engine event, not a pool one).
+        @event.listens_for(own, "begin")
+        def _begin(connection: Any) -> None:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    @event.listens_for(pool, "connect")
+    def _bound(dbapi_connection: Any, _record: Any) -> None:
+        _bound_statements(engine.dialect, dbapi_connection)
+
+    return own
+
+
+def _bound_statements(dialect: Any, dbapi_connection: Any) -> None:
+    """Bound every statement of a heartbeat connection by HEARTBEAT_TIMEOUT, server-side."""
+    seconds = HEARTBEAT_TIMEOUT
+    if dialect.name == "sqlite":
+        statements = [f"PRAGMA busy_timeout = {int(seconds * 1000)}"]
+    elif dialect.name == "postgresql":
+        statements = [f"SET statement_timeout = {int(seconds * 1000)}"]
+    elif getattr(dialect, "is_mariadb", False):
+        statements = [
+            f"SET SESSION innodb_lock_wait_timeout = {max(1, int(seconds))}",
+            f"SET SESSION max_statement_time = {seconds}",
+        ]
+    else:
+        # MySQL bounds only SELECTs by time (max_execution_time); a lock wait is what hangs.
+        statements = [f"SET SESSION innodb_lock_wait_timeout = {max(1, int(seconds))}"]
+    cursor = dbapi_connection.cursor()
+    try:
+        for statement in statements:
+            cursor.execute(statement)
+    finally:
+        cursor.close()
+    if dialect.name == "postgresql" and not getattr(dbapi_connection, "autocommit", True):
+        dbapi_connection.commit()  # the SET opened a transaction
+
+
+class RenewalEngine:
+    """A store's :func:`heartbeat_engine`, made on first use — and anew in a forked
+    child, which must not touch its parent's connection."""
+
+    def __init__(self, source: Engine) -> None:
+        self._source = source
+        self._lock = threading.Lock()
+        self._engine: Engine | None = None
+        self._pid = 0
+
+    @property
+    def engine(self) -> Engine:
+        with self._lock:
+            if self._engine is not None and self._pid != os.getpid():
+                self._engine.dispose(close=False)  # the parent's: leave it open
+                self._engine = None
+            if self._engine is None:
+                self._engine = heartbeat_engine(self._source)
+                self._pid = os.getpid()
+            return self._engine
+
+    def dispose(self) -> None:
+        with self._lock:
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.dispose()

@@ -143,10 +143,15 @@ class Finish:
     outcome: Outcome
     error: str | None
     release: bool = True
+    #: the attempt's holder with its nonce: a fence alone can be issued twice when
+    #: the database loses writes, a nonce cannot (docs/design.md §3.8)
+    holder: str = field(kw_only=True)
 
     def __post_init__(self) -> None:
         if self.outcome not in FINAL_OUTCOMES:
             raise ValueError(f"a finished run's outcome is one of {sorted(FINAL_OUTCOMES)}")
+        if not self.holder:
+            raise ValueError("a finish names the holder of the attempt it finishes")
 
     @classmethod
     def of(
@@ -161,6 +166,7 @@ class Finish:
             outcome=outcome,
             error=storable_error(error),
             release=release,
+            holder=lease.holder,
         )
 
 
@@ -218,6 +224,8 @@ class LeaseState:
     expires_at: float
     paused: bool
     db_now: float
+    #: the row's fence (what a replica remembers to notice a database that went back)
+    fence: int = 0
 
 
 RefusalReason = Literal["paused", "taken", "held", "future", "contended"]

@@ -8,8 +8,16 @@ Contract (the same on every backend; the contract suite in ``tests/`` proves it)
   it did not (someone holds or already ran the slot, the slot is old or from
   the future, or the task is paused). A slot can be acquired once, ever. The
   single forms (:meth:`acquire`, :meth:`finish`) are the batch of one.
-- :meth:`heartbeat` and :meth:`finish` are fenced: they only touch the lease if
-  its fence is still the one the run got.
+- :meth:`heartbeat_many`, :meth:`release` and :meth:`finish_many` are fenced:
+  they only touch the lease (and the run row) if its fence *and* holder nonce
+  are still the ones the attempt got — a fence alone can be issued twice by a
+  database that lost writes. Renewals run on a connection of their own
+  (:func:`~cronlease._lease.database.heartbeat_engine`), never waiting behind
+  the application or the acquirer for a pooled one.
+- The store remembers, per task, the highest slot and fence it saw
+  (:mod:`cronlease._lease.lost_writes`): a database that shows less lost
+  committed writes; the store refuses the slots it saw, writes both back and
+  logs an error.
 - Every method raises :class:`~cronlease.errors.StoreError` (with the driver
   error as ``__cause__``) when the database fails, and nothing else for it. A
   statement whose connection broke is retried once on a fresh connection; an
@@ -22,6 +30,7 @@ from __future__ import annotations
 import functools
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -30,9 +39,10 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from cronlease._lease import faults, sqlite_file
-from cronlease._lease.database import create_store_engine, redact
+from cronlease._lease.database import RenewalEngine, create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.base import check_batch
+from cronlease._lease.lost_writes import LostWrites
 from cronlease._lease.model import (
     AcquireRequest,
     Finish,
@@ -84,6 +94,13 @@ class LeaseStore:
         self.statements: Statements = statements_for(engine)
         self._file = sqlite_file.guard_of(engine)  # None unless a SQLite file
         self._pruning = Pruning(engine.dialect.name, self.statements.now)
+        self.lost_writes = LostWrites(
+            lambda: self.statements, lambda what, op: self._call(what, op)
+        )
+        self._beat = RenewalEngine(engine)
+        # set after an outage: what this store saw is read back before the next operation
+        self._recheck = False
+        self._checking = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str | None = None) -> LeaseStore:
@@ -96,12 +113,25 @@ class LeaseStore:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        self._beat.dispose()
+
+    @property
+    def heartbeat_engine(self) -> Engine:
+        """The one-connection engine renewals run on (made on first use)."""
+        return self._beat.engine
 
     # --- plumbing ---------------------------------------------------------
 
-    def _call(self, what: str, operation: Callable[[Connection], T], *, retry: bool = True) -> T:
+    def _call(
+        self,
+        what: str,
+        operation: Callable[[Connection], T],
+        *,
+        retry: bool = True,
+        engine: Engine | None = None,
+    ) -> T:
         try:
-            return self._once(operation)
+            return self._once(operation, engine)
         except DBAPIError as exc:
             if not (retry and exc.connection_invalidated):
                 raise store_error(what, exc, self.statements) from exc
@@ -110,13 +140,37 @@ class LeaseStore:
             raise store_error(what, exc, self.statements) from exc
         logger.debug("%s: connection broke (%s); retrying once", what, describe_error(first))
         try:
-            return self._once(operation)
+            return self._once(operation, engine)
         except SQLAlchemyError as exc:
             raise store_error(what, exc, self.statements) from exc
 
-    def _once(self, operation: Callable[[Connection], T]) -> T:
-        with self.engine.connect() as conn:
-            return operation(conn)
+    def _once(self, operation: Callable[[Connection], T], engine: Engine | None = None) -> T:
+        if self._recheck and engine is None:
+            self._check_seen()
+        try:
+            with (engine or self.engine).connect() as conn:
+                return operation(conn)
+        except DBAPIError as exc:
+            if not self.statements.refuses_row(exc):
+                # An outage or a broken connection: the database met again may be a
+                # promoted standby that lost writes. Check before the next operation.
+                self._recheck = True
+            raise
+
+    def _check_seen(self) -> None:
+        """Read back every lease row this store saw (which repairs rows that went back),
+        once after an outage; on a thread that is about to use the database anyway."""
+        if not self._checking.acquire(blocking=False):
+            return  # another thread is at it
+        try:
+            self._recheck = False
+            names = self.lost_writes.seen.names()
+            for start in range(0, len(names), RECENT_RUNS_CHUNK):
+                self.leases(names[start : start + RECENT_RUNS_CHUNK])
+        except StoreError:
+            self._recheck = True  # still down: again next time
+        finally:
+            self._checking.release()
 
     # --- schema -----------------------------------------------------------
 
@@ -165,6 +219,19 @@ class LeaseStore:
         check_batch(requests)
         if self._file is not None:
             self._file.check()  # no lease on a file no longer at its path (§5.17)
+        # Slots this replica saw taken are refused here, even if the database lost them.
+        known = self.lost_writes.refusals(requests)
+        sent = [r for r, refusal in zip(requests, known, strict=True) if refusal is None]
+        if len(sent) < len(requests):
+            # Asked for a slot this replica saw taken: only a database that lost it
+            # would grant it. Its rows are read instead, which repairs such a loss.
+            self.leases([r.name for r, no in zip(requests, known, strict=True) if no is not None])
+            results = iter(self._acquire_sent(sent) if sent else [])
+            return [next(results) if refusal is None else refusal for refusal in known]
+        return self._acquire_sent(requests)
+
+    def _acquire_sent(self, requests: Sequence[AcquireRequest]) -> list[Lease | Refusal]:
+        floors = self.lost_writes.before([request.name for request in requests])
         nonces = [f"{request.holder}#{secrets.token_hex(NONCE_BYTES)}" for request in requests]
         sent_at = time.monotonic()
         what = (
@@ -186,7 +253,7 @@ class LeaseStore:
             )
         except SQLAlchemyError as exc:
             raise store_error(what, exc, self.statements) from exc
-        return [
+        outcomes: list[Lease | Refusal] = [
             Lease(
                 name=request.name,
                 slot=request.slot,
@@ -200,6 +267,7 @@ class LeaseStore:
             else Refusal.explain(request, result)
             for request, nonce, result in zip(requests, nonces, results, strict=True)
         ]
+        return self.lost_writes.check(requests, results, outcomes, floors)
 
     def _recover(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonces: Sequence[str]
@@ -251,33 +319,56 @@ class LeaseStore:
         self._call(what, lambda conn: self.statements.finish(conn, items))
 
     def heartbeat(self, lease: Lease) -> bool:
-        """Extend the lease by its TTL; False if another acquisition has taken it since."""
-        return self._call(
-            f"renewing the lease of {lease.name!r}",
-            lambda conn: self.statements.heartbeat(conn, lease.name, lease.fence, lease.ttl),
+        """Extend one lease by its TTL: :meth:`heartbeat_many` of a batch of one."""
+        return self.heartbeat_many([lease])[0]
+
+    def heartbeat_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Extend each lease (distinct tasks) by its own TTL, in one statement, on the
+        renewal connection; aligned with ``leases``: False where another acquisition
+        has taken it since (fence or holder no longer the row's)."""
+        if not leases:
+            return []
+        names = [lease.name for lease in leases]
+        if len(set(names)) != len(names):
+            raise ValueError("a renewal names each task at most once")
+        what = (
+            f"renewing the lease of {names[0]!r}"
+            if len(leases) == 1
+            else f"renewing {len(leases)} leases"
         )
+        renewed = self._call(
+            what,
+            lambda conn: self.statements.heartbeat(conn, leases),
+            engine=self.heartbeat_engine,
+        )
+        return [name in renewed for name in names]
 
     def release(self, lease: Lease) -> bool:
         """Free the lease without touching history; False if it was no longer ours."""
         return self._call(
             f"releasing the lease of {lease.name!r}",
-            lambda conn: self.statements.release(conn, lease.name, lease.fence),
+            lambda conn: self.statements.release(conn, lease.name, lease.fence, lease.holder),
         )
 
     def pause(self, name: str) -> None:
         """Pause a task fleet-wide (also one that never ran); running runs finish."""
         check_task_name(name)
         self._call(f"pausing {name!r}", lambda conn: self.statements.set_paused(conn, name))
+        self.lost_writes.paused(name, True)
 
     def resume(self, name: str) -> None:
         check_task_name(name)
         self._call(f"resuming {name!r}", lambda conn: self.statements.resume(conn, name))
+        self.lost_writes.paused(name, False)
 
     # --- reading ----------------------------------------------------------
 
     def leases(self, names: Sequence[str] | None = None) -> list[LeaseInfo]:
-        """Lease rows, sorted by name: all of them, or those of ``names``."""
-        return self._call("reading leases", lambda conn: self.statements.leases(conn, names))
+        """Lease rows, sorted by name: all of them, or those of ``names``. A row older
+        than one this store saw before is written back and shown as it was seen."""
+        floors = self.lost_writes.before(self.lost_writes.seen.names() if names is None else names)
+        rows = self._call("reading leases", lambda conn: self.statements.leases(conn, names))
+        return self.lost_writes.check_rows(rows, floors)
 
     def history(self, name: str, limit: int = 20) -> list[RunRecord]:
         """The task's latest runs, newest first."""

@@ -1,9 +1,14 @@
-"""Lease renewal for runs in progress, on one thread of its own.
+"""Lease renewal for runs in progress, on one thread and one connection of its own.
 
 The replica renews, not the task: a task that blocks, or an application event
 loop that stalls, cannot starve the renewals. Each run's lease is renewed
-every ttl/3. :meth:`Heartbeats.stop_tracking` waits for a renewal in flight,
-so a late renewal can never re-extend a lease that was just released.
+every ttl/3; every lease due at once (or nearly) is renewed by one statement,
+:meth:`LeaseStore.heartbeat_many`, on the store's renewal connection, so a
+busy pool (the application's own, with ``Scheduler(engine=...)``) or a busy
+acquirer never delays a renewal. :meth:`Heartbeats.stop_tracking` waits for a
+renewal in flight, so a late renewal can never re-extend a lease that was just
+released. The thread survives any error: it logs it and tries again soon, and
+the runs learn of a lease lost meanwhile through their :class:`Liveness`.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cronlease._lease.model import Lease
 from cronlease._lease.store import LeaseStore
@@ -31,8 +36,6 @@ class _Tracked:
     due: float
     active: bool = True
     failing: bool = False
-    # held while a renewal of this lease is in flight
-    sending: threading.Lock = field(default_factory=threading.Lock)
 
 
 class Heartbeats:
@@ -42,8 +45,11 @@ class Heartbeats:
         self._store = store
         self._tracked: dict[int, _Tracked] = {}
         self._changed = threading.Condition()
+        # held while a renewal is in flight
+        self._sending = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._broken = False  # an unexpected error is being reported (once per streak)
 
     def track(self, lease: Lease, on_lost: Callable[[], None] = lambda: None) -> Liveness:
         """Start renewing ``lease``; the Liveness tells the run whether it still holds it.
@@ -69,7 +75,7 @@ class Heartbeats:
             entry = self._tracked.pop(id(liveness), None)
         if entry is None:
             return
-        with entry.sending:
+        with self._sending:
             entry.active = False
 
     def close(self) -> None:
@@ -87,51 +93,83 @@ class Heartbeats:
                 if self._closed:
                     return
                 now = time.monotonic()
-                due = [entry for entry in self._tracked.values() if entry.due <= now]
-                if not due:
+                # what is due, and what would be within a tenth of its TTL: one statement
+                due = [
+                    entry
+                    for entry in self._tracked.values()
+                    if entry.due - entry.lease.ttl / 10 <= now
+                ]
+                if not any(entry.due <= now for entry in due):
                     wake = min((entry.due for entry in self._tracked.values()), default=None)
                     self._changed.wait(None if wake is None else wake - now)
                     continue
-            for entry in due:
-                self._renew(entry)
+            try:
+                self._renew(due)
+            except Exception:  # the thread renews every lease: it must live on
+                self._unexpected(due)
 
-    def _renew(self, entry: _Tracked) -> None:
-        lease = entry.lease
-        with entry.sending:
-            if not entry.active:
+    def _renew(self, due: list[_Tracked]) -> None:
+        with self._sending:
+            batch = [entry for entry in due if entry.active]
+            if not batch:
                 return
             sent_at = time.monotonic()
             try:
-                still_ours = self._store.heartbeat(lease)
+                ours = self._store.heartbeat_many([entry.lease for entry in batch])
             except StoreError as exc:
-                if not entry.failing:
-                    logger.warning(
-                        "cannot renew the lease of %s (slot %s): %s; the run continues and "
-                        "is told it lost the lease if this lasts %.3g s",
-                        lease.name,
-                        lease.slot,
-                        exc,
-                        lease.ttl,
-                    )
-                entry.failing = True
-                # retry sooner than ttl/3 while renewals fail, but not in a tight loop
-                entry.due = time.monotonic() + max(0.1, lease.ttl / 10)
-                _ = entry.liveness.lost  # reports the loss as soon as the deadline passes
+                for entry in batch:
+                    self._failed(entry, exc)
                 return
-            if entry.failing:
-                logger.info("renewing the lease of %s works again", lease.name)
-                entry.failing = False
-            if still_ours:
-                entry.liveness.renewed(sent_at)
-                entry.due = sent_at + lease.ttl / 3
-                return
-            entry.liveness.mark_lost()
-            entry.active = False
+            if self._broken:
+                logger.info("renewing leases works again")
+                self._broken = False
+            lost = []
+            for entry, still_ours in zip(batch, ours, strict=True):
+                lease = entry.lease
+                if entry.failing:
+                    logger.info("renewing the lease of %s works again", lease.name)
+                    entry.failing = False
+                if still_ours:
+                    entry.liveness.renewed(sent_at)
+                    entry.due = sent_at + lease.ttl / 3
+                    continue
+                entry.liveness.mark_lost()
+                entry.active = False
+                lost.append(entry)
+                logger.warning(
+                    "%s (slot %s, fence %s) lost its lease: another replica took it over",
+                    lease.name,
+                    lease.slot,
+                    lease.fence,
+                )
+        if lost:
+            with self._changed:
+                for entry in lost:
+                    self._tracked.pop(id(entry.liveness), None)
+
+    def _failed(self, entry: _Tracked, exc: Exception) -> None:
+        lease = entry.lease
+        if not entry.failing:
             logger.warning(
-                "%s (slot %s, fence %s) lost its lease: another replica took it over",
+                "cannot renew the lease of %s (slot %s): %s; the run continues and "
+                "is told it lost the lease if this lasts %.3g s",
                 lease.name,
                 lease.slot,
-                lease.fence,
+                exc,
+                lease.ttl,
             )
-        with self._changed:
-            self._tracked.pop(id(entry.liveness), None)
+        entry.failing = True
+        # retry sooner than ttl/3 while renewals fail, but not in a tight loop
+        entry.due = time.monotonic() + max(0.1, lease.ttl / 10)
+        _ = entry.liveness.lost  # reports the loss as soon as the deadline passes
+
+    def _unexpected(self, due: list[_Tracked]) -> None:
+        """Not a database error (a bug, a driver or event hook raising): say so once
+        per streak, with the traceback, and retry like any failed renewal."""
+        if not self._broken:
+            logger.exception("renewing leases failed unexpectedly; retrying")
+            self._broken = True
+        for entry in due:
+            entry.failing = True
+            entry.due = time.monotonic() + max(0.1, entry.lease.ttl / 10)
+            _ = entry.liveness.lost

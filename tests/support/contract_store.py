@@ -60,5 +60,6 @@ class ContractStore:
             fence=1,
             outcome="succeeded",
             error=None,
+            holder="decoy#0000000000000000",
         )
         self.store.finish_many([decoy, Finish.of(lease, outcome, error, release=release)])

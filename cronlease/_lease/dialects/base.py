@@ -36,6 +36,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from cronlease._lease.model import (
     AcquireRequest,
     Finish,
+    Lease,
     LeaseInfo,
     LeaseState,
     RunRecord,
@@ -49,6 +50,7 @@ ABANDONED_ERROR = "its holder stopped renewing the lease"
 
 name_param = bindparam("b_name", type_=String)
 fence_param = bindparam("b_fence", type_=BigInteger)
+holder_param = bindparam("b_holder", type_=String)
 run_slot_param = bindparam("b_run_slot", type_=BigInteger)
 manual_param = bindparam("b_manual", type_=Boolean)
 
@@ -101,7 +103,13 @@ def check_batch(requests: Sequence[AcquireRequest]) -> None:
 
 
 def state_after_upsert(
-    *, slot: int, expires_at: float, paused: bool, db_now: float, request: AcquireRequest
+    *,
+    slot: int,
+    expires_at: float,
+    paused: bool,
+    db_now: float,
+    request: AcquireRequest,
+    fence: int = 0,
 ) -> LeaseState:
     """The row a refused upsert left, read back later in the same transaction (SQLite, MySQL).
 
@@ -115,7 +123,7 @@ def state_after_upsert(
     in_time = request.slot / 1000.0 <= db_now + request.tolerance  # not refused as future
     if not paused and expires_at < db_now and (request.manual or (slot < request.slot and in_time)):
         db_now = expires_at
-    return LeaseState(slot=slot, expires_at=expires_at, paused=paused, db_now=db_now)
+    return LeaseState(slot=slot, expires_at=expires_at, paused=paused, db_now=db_now, fence=fence)
 
 
 class Statements(ABC):
@@ -123,11 +131,12 @@ class Statements(ABC):
 
     def __init__(self, now: ColumnElement[float]) -> None:
         self.now = now
-        lease_is_ours = and_(leases.c.name == name_param, leases.c.fence == fence_param)
-        self._heartbeat = (
-            update(leases)
-            .where(lease_is_ours)
-            .values(expires_at=now + bindparam("b_ttl", type_=Double))
+        # The fence and the attempt's nonce: after the database lost writes, a
+        # fence can be issued twice, a nonce cannot (docs/design.md §3.8).
+        lease_is_ours = and_(
+            leases.c.name == name_param,
+            leases.c.fence == fence_param,
+            leases.c.holder == holder_param,
         )
         # 1 ms in the past: with the strict '<' of the lease rule and a millisecond
         # clock, an immediate re-acquire would otherwise often fail.
@@ -139,6 +148,7 @@ class Statements(ABC):
                 runs.c.slot == run_slot_param,
                 runs.c.manual == manual_param,
                 runs.c.fence == fence_param,
+                runs.c.holder == holder_param,
                 # not IN (...): an expanding parameter cannot be used with executemany()
                 or_(runs.c.outcome == "running", runs.c.outcome == "abandoned"),
             )
@@ -157,9 +167,37 @@ class Statements(ABC):
             .where(
                 runs.c.name == name_param,
                 runs.c.outcome == "running",
-                runs.c.fence < fence_param,
+                # another attempt's run: an earlier fence, or a fence issued again
+                or_(runs.c.fence < fence_param, runs.c.holder != holder_param),
             )
             .values(outcome="abandoned", error=ABANDONED_ERROR)
+        )
+        floor_slot = bindparam("b_slot", type_=BigInteger)
+        self._raise_floor = (
+            update(leases)
+            .where(leases.c.name == name_param)
+            .values(
+                slot=case((leases.c.slot < floor_slot, floor_slot), else_=leases.c.slot),
+                fence=case((leases.c.fence < fence_param, fence_param), else_=leases.c.fence),
+            )
+        )
+        new_fence = bindparam("b_new_fence", type_=BigInteger)
+        self._refence_lease = (
+            update(leases)
+            .where(lease_is_ours)
+            .values(
+                fence=new_fence,
+                slot=case((leases.c.slot < floor_slot, floor_slot), else_=leases.c.slot),
+            )
+        )
+        self._refence_run = (
+            update(runs)
+            .where(
+                runs.c.name == name_param,
+                runs.c.fence == fence_param,
+                runs.c.holder == holder_param,
+            )
+            .values(fence=new_fence)
         )
         self._resume = update(leases).where(leases.c.name == name_param).values(paused=False)
         self._now = select(now)
@@ -170,7 +208,7 @@ class Statements(ABC):
             slot=run_slot_param,
             manual=manual_param,
             fence=fence_param,
-            holder=bindparam("b_holder", type_=String),
+            holder=holder_param,
             scheduled_for=bindparam("b_scheduled_for", type_=Double),
             started_at=bindparam("b_started_at", type_=Double),
             outcome=literal("running", String),
@@ -243,6 +281,12 @@ class Statements(ABC):
     def set_paused(self, conn: Connection, name: str) -> None:
         """Set the paused flag, creating the row for a task that never ran."""
 
+    @abstractmethod
+    def heartbeat(self, conn: Connection, beats: Sequence[Lease]) -> set[str]:
+        """Extend each lease (distinct tasks) by its TTL where its fence and holder are
+        still the row's, in one statement (or transaction) whatever the count, rows
+        locked in name order; the names of the leases that were still ours."""
+
     # --- shared -----------------------------------------------------------
 
     def refuses_row(self, exc: DBAPIError) -> bool:
@@ -250,14 +294,33 @@ class Statements(ABC):
         (not an outage): a value it cannot store, a constraint it checks."""
         return isinstance(exc, (DataError, IntegrityError)) and not exc.connection_invalidated
 
-    def heartbeat(self, conn: Connection, name: str, fence: int, ttl: float) -> bool:
+    def release(self, conn: Connection, name: str, fence: int, holder: str) -> bool:
+        params = {"b_name": name, "b_fence": fence, "b_holder": holder}
         with conn.begin():
-            result = conn.execute(self._heartbeat, {"b_name": name, "b_fence": fence, "b_ttl": ttl})
-            return bool(result.rowcount)
+            return bool(conn.execute(self._release, params).rowcount)
 
-    def release(self, conn: Connection, name: str, fence: int) -> bool:
+    def raise_floor(self, conn: Connection, name: str, slot: int, fence: int) -> None:
+        """Raise the row's slot cursor and fence to at least ``slot`` and ``fence``,
+        never lowering either: what a replica saw before the database lost it."""
         with conn.begin():
-            return bool(conn.execute(self._release, {"b_name": name, "b_fence": fence}).rowcount)
+            conn.execute(self._raise_floor, {"b_name": name, "b_slot": slot, "b_fence": fence})
+
+    def refence(self, conn: Connection, lease: Lease, fence: int, slot: int) -> bool:
+        """Give a lease just won a fence higher than any this replica saw (its own was
+        issued before, and lost), its run row too, and the slot cursor at least
+        ``slot``; False if the lease is no longer ours."""
+        params = {
+            "b_name": lease.name,
+            "b_fence": lease.fence,
+            "b_holder": lease.holder,
+            "b_new_fence": fence,
+            "b_slot": slot,
+        }
+        with conn.begin():
+            if not conn.execute(self._refence_lease, params).rowcount:
+                return False
+            conn.execute(self._refence_run, params)
+            return True
 
     def resume(self, conn: Connection, name: str) -> None:
         with conn.begin():

@@ -71,7 +71,7 @@ from cronlease._lease.dialects.base import (
     state_after_upsert,
 )
 from cronlease._lease.dialects.mysql_script import run_script, script, scripts_enabled
-from cronlease._lease.model import AcquireRequest, Finish, LeaseState
+from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseState
 from cronlease._lease.schema import leases
 
 __all__ = ["MODES", "NOW", "STATEMENTS", "MySQLStatements"]
@@ -129,6 +129,7 @@ def _state(row: Row, request: AcquireRequest) -> LeaseState:
         paused=bool(row["paused"]),
         db_now=float(row["db_now"]),
         request=request,
+        fence=int(row["fence"]),
     )
 
 
@@ -143,6 +144,7 @@ class MySQLStatements(Statements):
         # by whether the batch has one row (scalar parameters) or many (JSON)
         self._acquisition = {one: sql.acquisition(one=one) for one in (True, False)}
         self._finishing = {one: sql.finishing(one=one) for one in (True, False)}
+        self._renewal = {one: sql.renewal(one=one) for one in (True, False)}
         self._acquire_scripts = {
             (one, returning): script(
                 acquisition.upsert_returning if returning else acquisition.upsert,
@@ -160,15 +162,26 @@ class MySQLStatements(Statements):
             one: script(finishing.release, finishing.finish_runs)
             for one, finishing in self._finishing.items()
         }
-        self._text = {
-            statement: text(statement)
-            for acquisition in self._acquisition.values()
-            for statement in acquisition
-        } | {
-            statement: text(statement)
-            for finishing in self._finishing.values()
-            for statement in finishing
+        self._renew_scripts = {
+            one: script(renewal.renew, renewal.renewed) for one, renewal in self._renewal.items()
         }
+        self._text = (
+            {
+                statement: text(statement)
+                for acquisition in self._acquisition.values()
+                for statement in acquisition
+            }
+            | {
+                statement: text(statement)
+                for finishing in self._finishing.values()
+                for statement in finishing
+            }
+            | {
+                statement: text(statement)
+                for renewal in self._renewal.values()
+                for statement in renewal
+            }
+        )
 
     def mode_for(self, conn: Connection) -> str:
         """This connection's way of running lease transactions (one of :data:`MODES`)."""
@@ -255,6 +268,7 @@ class MySQLStatements(Statements):
                     "outcome": item.outcome,
                     "error": item.error,
                     "rel": int(item.release),
+                    "holder": item.holder,
                 }
                 for item in sorted(items, key=lambda item: item.name)
             ]
@@ -271,6 +285,28 @@ class MySQLStatements(Statements):
                 conn.execute(self._text[finishing.finish_runs], params)
 
         _retry_deadlock("finishing runs", once)
+
+    # --- renewal -----------------------------------------------------------
+
+    def heartbeat(self, conn: Connection, beats: Sequence[Lease]) -> set[str]:
+        rows: list[Row] = [
+            {"name": b.name, "fence": b.fence, "holder": b.holder, "ttl": float(b.ttl)}
+            for b in sorted(beats, key=lambda b: b.name)  # utf8mb4_bin: the key's own order
+        ]
+        one = len(rows) == 1
+        params = _batch_params(rows)
+        renewal = self._renewal[one]
+
+        def once() -> set[str]:
+            if self.mode_for(conn) != "statements":
+                (renewed,) = run_script(conn, self._renew_scripts[one], params)
+                return {row["name"] for row in renewed}
+            with conn.begin():
+                conn.exec_driver_sql(READ_COMMITTED)
+                conn.execute(self._text[renewal.renew], params)
+                return {row.name for row in conn.execute(self._text[renewal.renewed], params)}
+
+        return _retry_deadlock("renewing leases", once)
 
     def refuses_row(self, exc: DBAPIError) -> bool:
         args: tuple[object, ...] = getattr(exc.orig, "args", ())

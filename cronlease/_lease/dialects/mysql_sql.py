@@ -17,8 +17,10 @@ __all__ = [
     "NOW_SQL",
     "Acquisition",
     "Finishing",
+    "Renewal",
     "acquisition",
     "finishing",
+    "renewal",
 ]
 
 # Epoch seconds with microseconds. UTC_TIMESTAMP(6) ignores the session time
@@ -49,6 +51,13 @@ FINISH_COLUMNS = (
     ("outcome", "VARCHAR(16)"),
     ("error", "VARCHAR(2000)"),
     ("rel", "INT"),
+    ("holder", BIN_SQL),
+)
+HEARTBEAT_COLUMNS = (
+    ("name", BIN_SQL),
+    ("fence", "BIGINT"),
+    ("holder", BIN_SQL),
+    ("ttl", "DOUBLE"),
 )
 
 
@@ -151,7 +160,7 @@ SELECT l.name, l.holder, l.fence, l.slot, l.expires_at, l.paused, {NOW_SQL} AS d
         abandon_won=f"""
 UPDATE {abandon_from} STRAIGHT_JOIN {_R} r ON r.name = l.name
    SET r.outcome = 'abandoned', r.error = :b_abandoned
- WHERE {abandon_where}r.outcome = 'running' AND r.fence < l.fence
+ WHERE {abandon_where}r.outcome = 'running' AND (r.fence < l.fence OR r.holder <> l.holder)
 """,
         record_won=f"""
 INSERT INTO {_R} (name, slot, manual, fence, holder, scheduled_for, started_at, outcome)
@@ -191,12 +200,47 @@ def finishing(*, one: bool) -> Finishing:
         release=f"""
 UPDATE {leases_of_batch}
    SET l.expires_at = {NOW_SQL} - 0.001
- WHERE {lease_is_ours}{b("rel")} = 1 AND l.fence = {b("fence")}
+ WHERE {lease_is_ours}{b("rel")} = 1 AND l.fence = {b("fence")} AND l.holder = {b("holder")}
 """,
         finish_runs=f"""
 UPDATE {runs_of_batch}
    SET r.outcome = CASE WHEN r.outcome = 'abandoned' THEN 'lost' ELSE {b("outcome")} END,
        r.finished_at = {NOW_SQL}, r.error = {b("error")}
- WHERE {run_is_ours}r.fence = {b("fence")} AND r.outcome IN ('running', 'abandoned')
+ WHERE {run_is_ours}r.fence = {b("fence")} AND r.holder = {b("holder")}
+   AND r.outcome IN ('running', 'abandoned')
+""",
+    )
+
+
+# --- renewal ---------------------------------------------------------------------
+
+
+class Renewal(NamedTuple):
+    """The statements of one renewal transaction: extend the leases still ours (fence
+    and holder), in name order, then read which those were (MySQL's UPDATE returns
+    no rows; the row locks the update took hold until the commit)."""
+
+    renew: str
+    renewed: str
+
+
+def renewal(*, one: bool) -> Renewal:
+    b = _Rows(HEARTBEAT_COLUMNS, one=one)
+    if one:
+        leases_of_batch = f"{_L} l"
+        lease_is_ours = "l.name = :b_name AND "
+    else:
+        leases_of_batch = f"{b.table} STRAIGHT_JOIN {_L} l ON l.name = b.name"
+        lease_is_ours = ""
+    ours = f"{lease_is_ours}l.fence = {b('fence')} AND l.holder = {b('holder')}"
+    return Renewal(
+        renew=f"""
+UPDATE {leases_of_batch}
+   SET l.expires_at = {NOW_SQL} + {b("ttl")}
+ WHERE {ours}
+""",
+        renewed=f"""
+SELECT l.name FROM {leases_of_batch}
+ WHERE {ours}
 """,
     )

@@ -30,7 +30,7 @@ from cronlease._lease.dialects.base import (
 )
 from cronlease._lease.dialects.driver import DriverStatement
 from cronlease._lease.dialects.on_conflict import build_set_paused, take_if_free
-from cronlease._lease.model import AcquireRequest, Finish, LeaseState
+from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseState
 from cronlease._lease.schema import leases, runs
 
 __all__ = ["STATEMENTS", "PostgreSQLStatements"]
@@ -55,6 +55,13 @@ FINISH_COLUMNS = (
     ("outcome", "text"),
     ("error", "text"),
     ("release", "boolean"),
+    ("holder", "text"),
+)
+HEARTBEAT_COLUMNS = (
+    ("name", "text"),
+    ("fence", "bigint"),
+    ("holder", "text"),
+    ("ttl", "float8"),
 )
 
 
@@ -106,7 +113,8 @@ WITH batch AS (
 ), abandoned AS (
     UPDATE {runs.name} r SET outcome = 'abandoned', error = :b_abandoned
       FROM acquired a
-     WHERE r.name = a.name AND r.outcome = 'running' AND r.fence < a.fence
+     WHERE r.name = a.name AND r.outcome = 'running'
+       AND (r.fence < a.fence OR r.holder <> a.holder)
     RETURNING r.slot
 ), recorded AS (
     INSERT INTO {runs.name}
@@ -116,7 +124,7 @@ WITH batch AS (
       FROM acquired a JOIN batch b ON b.name = a.name
     RETURNING slot
 )
-SELECT b.name, a.fence, c.slot, c.expires_at, c.paused, {NOW_SQL} AS db_now
+SELECT b.name, a.fence, c.slot, c.expires_at, c.paused, {NOW_SQL} AS db_now, c.fence
   FROM batch b
   LEFT JOIN acquired a ON a.name = b.name
   LEFT JOIN {leases.name} c ON c.name = b.name
@@ -146,16 +154,39 @@ WITH batch AS (
       FROM batch b
      WHERE (SELECT count(*) FROM locked) >= 0
        AND r.name = b.name AND r.slot = b.slot AND r.manual = b.manual AND r.fence = b.fence
-       AND r.outcome IN ('running', 'abandoned')
+       AND r.holder = b.holder AND r.outcome IN ('running', 'abandoned')
     RETURNING r.name
 ), released AS (
     UPDATE {leases.name} l SET expires_at = {NOW_SQL} - 0.001
       FROM batch b
      WHERE (SELECT count(*) FROM locked) >= 0
-       AND b.release AND l.name = b.name AND l.fence = b.fence
+       AND b.release AND l.name = b.name AND l.fence = b.fence AND l.holder = b.holder
     RETURNING l.name
 )
 SELECT (SELECT count(*) FROM finished) AS finished, (SELECT count(*) FROM released) AS released
+"""
+    )
+
+
+def heartbeat_statement(rows: str) -> TextClause:
+    """Renew leases in one statement, fenced by fence and holder; rows locked in name
+    order first (as acquisition and finish lock them), so a renewal of many cannot
+    deadlock with a batch acquiring or finishing some of the same tasks."""
+    return text(
+        f"""
+WITH batch AS (
+    {rows}
+), locked AS (
+    SELECT l.name FROM {leases.name} l
+     WHERE l.name IN (SELECT name FROM batch)
+     ORDER BY l.name
+       FOR UPDATE
+)
+UPDATE {leases.name} l SET expires_at = {NOW_SQL} + b.ttl
+  FROM batch b
+ WHERE (SELECT count(*) FROM locked) >= 0
+   AND l.name = b.name AND l.fence = b.fence AND l.holder = b.holder
+RETURNING l.name
 """
     )
 
@@ -171,7 +202,10 @@ class PostgreSQLStatements(Statements):
             one: DriverStatement(finish_statement(batch_rows(FINISH_COLUMNS, one=one)))
             for one in (True, False)
         }
-        self._driver_heartbeat = DriverStatement(self._heartbeat)
+        self._heartbeat = {
+            one: DriverStatement(heartbeat_statement(batch_rows(HEARTBEAT_COLUMNS, one=one)))
+            for one in (True, False)
+        }
         self._set_paused = build_set_paused(insert)
 
     def acquire(
@@ -187,11 +221,15 @@ class PostgreSQLStatements(Statements):
         rows = [vars(item) for item in items]
         self._finish[len(rows) == 1].execute(conn, batch_params(FINISH_COLUMNS, rows))
 
-    def heartbeat(self, conn: Connection, name: str, fence: int, ttl: float) -> bool:
-        _, rowcount = self._driver_heartbeat.execute(
-            conn, {"b_name": name, "b_fence": fence, "b_ttl": ttl}
+    def heartbeat(self, conn: Connection, beats: Sequence[Lease]) -> set[str]:
+        rows = [
+            {"name": b.name, "fence": b.fence, "holder": b.holder, "ttl": float(b.ttl)}
+            for b in beats
+        ]
+        result, _ = self._heartbeat[len(rows) == 1].execute(
+            conn, batch_params(HEARTBEAT_COLUMNS, rows)
         )
-        return bool(rowcount)
+        return {row[0] for row in result}
 
     def set_paused(self, conn: Connection, name: str) -> None:
         with conn.begin():
@@ -199,14 +237,19 @@ class PostgreSQLStatements(Statements):
 
 
 def _acquired_or_state(row: Sequence[Any]) -> int | LeaseState | None:
-    """Read (fence, slot, expires_at, paused, db_now): the new fence, or the row that refused."""
-    fence, slot, expires_at, paused, db_now = row
+    """Read (fence, slot, expires_at, paused, db_now, row fence): the new fence, or the
+    row that refused."""
+    fence, slot, expires_at, paused, db_now, row_fence = row
     if fence is not None:
         return int(fence)
     if slot is None:
         return None
     return LeaseState(
-        slot=int(slot), expires_at=float(expires_at), paused=bool(paused), db_now=float(db_now)
+        slot=int(slot),
+        expires_at=float(expires_at),
+        paused=bool(paused),
+        db_now=float(db_now),
+        fence=int(row_fence),
     )
 
 

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 
 from cronlease._lease.dialects.base import Statements, acquire_rows, state_after_upsert
 from cronlease._lease.dialects.on_conflict import build_set_paused, take_if_free
-from cronlease._lease.model import AcquireRequest, Finish, LeaseState
+from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseState
 from cronlease._lease.schema import leases
 
 __all__ = ["STATEMENTS", "SQLiteStatements"]
@@ -64,9 +64,31 @@ def states_statement(*, one: bool) -> TextualSelect:
     """The lease rows of the requests that did not win, to explain their refusals."""
     names = "= :b_name" if one else "IN (SELECT value FROM json_each(:b_names))"
     return text(
-        f"SELECT name, slot, expires_at, paused, {NOW_SQL} AS db_now"
+        f"SELECT name, slot, expires_at, paused, {NOW_SQL} AS db_now, fence"
         f" FROM {leases.name} WHERE name {names}"
-    ).columns(*map(column, ("name", "slot", "expires_at", "paused", "db_now")))
+    ).columns(*map(column, ("name", "slot", "expires_at", "paused", "db_now", "fence")))
+
+
+def heartbeat_statement(*, one: bool) -> TextualSelect:
+    """Renew leases, fenced by fence and holder: one row by scalar parameters, many
+    from ``json_each(:b_batch)`` (UPDATE ... FROM, SQLite >= 3.33); the names renewed."""
+    if one:
+        source = ""
+        name, fence, holder, ttl = ":b_name", ":b_fence", ":b_holder", ":b_ttl"
+    else:
+        fields = ", ".join(
+            f"json_extract(value, '$.{c}') AS {c}" for c in ("name", "fence", "holder", "ttl")
+        )
+        source = f"\n  FROM (SELECT {fields} FROM json_each(:b_batch)) AS b"
+        name, fence, holder, ttl = "b.name", "b.fence", "b.holder", "b.ttl"
+    return text(
+        f"""
+UPDATE {leases.name} SET expires_at = {NOW_SQL} + {ttl}{source}
+ WHERE {leases.name}.name = {name} AND {leases.name}.fence = {fence}
+   AND {leases.name}.holder = {holder}
+RETURNING {leases.name}.name
+"""
+    ).columns(column("name"))
 
 
 class SQLiteStatements(Statements):
@@ -76,6 +98,7 @@ class SQLiteStatements(Statements):
         # by whether the batch has one row (scalar parameters) or many (JSON)
         self._acquire = {one: acquire_statement(one=one) for one in (True, False)}
         self._states = {one: states_statement(one=one) for one in (True, False)}
+        self._heartbeat = {one: heartbeat_statement(one=one) for one in (True, False)}
 
     def acquire(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
@@ -92,7 +115,10 @@ class SQLiteStatements(Statements):
                 asked = {row["name"]: row for row in rows}
                 conn.execute(
                     self._abandon,
-                    [{"b_name": name, "b_fence": int(row.fence)} for name, row in won.items()],
+                    [
+                        {"b_name": name, "b_fence": int(row.fence), "b_holder": row.holder}
+                        for name, row in won.items()
+                    ],
                 )
                 conn.execute(
                     self._record_run,
@@ -131,6 +157,7 @@ class SQLiteStatements(Statements):
                         paused=bool(row.paused),
                         db_now=float(row.db_now),
                         request=request,
+                        fence=int(row.fence),
                     )
                 )
             else:
@@ -141,7 +168,7 @@ class SQLiteStatements(Statements):
         with conn.begin():
             # Lease rows first, in name order, as everywhere else.
             released = [
-                {"b_name": item.name, "b_fence": item.fence}
+                {"b_name": item.name, "b_fence": item.fence, "b_holder": item.holder}
                 for item in sorted(items, key=lambda item: item.name)
                 if item.release
             ]
@@ -155,12 +182,23 @@ class SQLiteStatements(Statements):
                         "b_run_slot": item.slot,
                         "b_manual": item.manual,
                         "b_fence": item.fence,
+                        "b_holder": item.holder,
                         "b_outcome": item.outcome,
                         "b_error": item.error,
                     }
                     for item in items
                 ],
             )
+
+    def heartbeat(self, conn: Connection, beats: Sequence[Lease]) -> set[str]:
+        rows = [
+            {"name": b.name, "fence": b.fence, "holder": b.holder, "ttl": float(b.ttl)}
+            for b in beats
+        ]
+        one = len(rows) == 1
+        params = {f"b_{k}": v for k, v in rows[0].items()} if one else {"b_batch": json.dumps(rows)}
+        with conn.begin():
+            return {row.name for row in conn.execute(self._heartbeat[one], params)}
 
     def set_paused(self, conn: Connection, name: str) -> None:
         with conn.begin():

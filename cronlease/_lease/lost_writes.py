@@ -1,0 +1,180 @@
+"""Noticing a database that lost committed lease writes, and repairing what it lost.
+
+An asynchronous standby promoted after the primary died, or a point-in-time
+restore, can hand back a lease row older than one it showed before: slots that
+ran look free again and fences are issued a second time. Fenced writes match
+the holder nonce too, so a stale holder changes nothing; this module covers
+the rest (docs/design.md §3.8). The store remembers, per task, the highest
+slot and fence it saw (:mod:`cronlease._lease.watermark`); when the database
+shows less, it
+
+- refuses slots up to the one it saw (``taken``, without asking the database),
+- writes the higher slot and fence back (never lowering either), so replicas
+  that never saw them — started later — do not run them either,
+- gives a lease it just won with a fence issued before a fence of its own,
+- and logs one error (again at most every :data:`REPEAT_AFTER` seconds).
+
+Repairs are best effort: one that fails is logged and the outcome stands.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from cronlease._lease.dialects.base import Statements
+from cronlease._lease.model import AcquireRequest, Lease, LeaseInfo, LeaseState, Refusal
+from cronlease._lease.watermark import Seen, Watermarks
+from cronlease.errors import StoreError
+
+#: the store's way of running one operation: (what, operation) -> result; StoreError
+Call = Callable[[str, Callable[[Connection], Any]], Any]
+
+__all__ = ["LOST_WRITES", "LostWrites"]
+
+logger = logging.getLogger("cronlease")
+
+LOST_WRITES = "the database lost committed lease writes"
+#: seconds before a later loss is logged as an error again (a second failover)
+REPEAT_AFTER = 600.0
+
+
+class LostWrites:
+    """A store's memory of what it saw, and what it does when the database shows less."""
+
+    def __init__(self, statements: Callable[[], Statements], call: Call) -> None:
+        self._statements = statements  # the store's current ones (tests swap them)
+        self._call = call
+        self.seen = Watermarks()
+        self._said_at: float | None = None
+        self._said_lock = threading.Lock()
+        self._paused: set[str] = set()  # tasks this store paused (and did not resume)
+
+    def refusals(self, requests: Sequence[AcquireRequest]) -> list[Refusal | None]:
+        """Per request: ``taken`` if this replica saw the slot (or a later one) taken
+        (``paused`` if this store paused the task, as the database would say)."""
+        out: list[Refusal | None] = []
+        for request in requests:
+            seen = None if request.manual else self.seen.get(request.name)
+            if seen is None or request.slot > seen.slot:
+                out.append(None)
+            else:
+                out.append(Refusal("paused" if request.name in self._paused else "taken"))
+        return out
+
+    def paused(self, name: str, paused: bool) -> None:
+        with self._said_lock:
+            if paused:
+                self._paused.add(name)
+            else:
+                self._paused.discard(name)
+
+    def before(self, names: Sequence[str]) -> dict[str, Seen]:
+        """What was seen before a statement is sent: all it may be compared with. A
+        statement sent later sees at least that; a concurrent one of another thread
+        of this replica may have seen less, and that is no loss."""
+        return {name: seen for name in names if (seen := self.seen.get(name)) is not None}
+
+    def check(
+        self,
+        requests: Sequence[AcquireRequest],
+        results: Sequence[int | LeaseState | None],
+        outcomes: list[Lease | Refusal],
+        floors: dict[str, Seen],
+    ) -> list[Lease | Refusal]:
+        """Learn from an acquisition's results; repair what went back behind ``floors``."""
+        for index, (request, result) in enumerate(zip(requests, results, strict=True)):
+            before = floors.get(request.name)
+            if isinstance(result, int):
+                self.seen.saw(request.name, None if request.manual else request.slot, result)
+                outcome = outcomes[index]
+                # A win issues a new fence: one not above what was seen was issued before.
+                if before is not None and result <= before.fence and isinstance(outcome, Lease):
+                    outcomes[index] = self._refence(outcome, before)
+            elif isinstance(result, LeaseState):
+                self.seen.saw(request.name, result.slot, result.fence)
+                if before is not None and before.above(result.slot, result.fence):
+                    self._lost(request.name, result.slot, result.fence, before)
+                    self._raise_floor(request.name, before)
+        return outcomes
+
+    def check_rows(self, rows: list[LeaseInfo], floors: dict[str, Seen]) -> list[LeaseInfo]:
+        """Learn from lease rows read; a row that went back behind ``floors`` is
+        repaired and returned as seen (catch-up must not trust a cursor that went
+        backwards)."""
+        checked: list[LeaseInfo] = []
+        for row in rows:
+            self.seen.saw(row.name, row.slot, row.fence)
+            before = floors.get(row.name)
+            if before is None or not before.above(row.slot, row.fence):
+                checked.append(row)
+                continue
+            self._lost(row.name, row.slot, row.fence, before)
+            self._raise_floor(row.name, before)
+            checked.append(
+                replace(row, slot=max(row.slot, before.slot), fence=max(row.fence, before.fence))
+            )
+        return checked
+
+    # --- repairs ----------------------------------------------------------
+
+    def _refence(self, lease: Lease, before: Seen) -> Lease:
+        """A lease won with a fence this replica saw issued before: give it a new one."""
+        fence = before.fence + 1
+        self._lost(lease.name, None if lease.manual else lease.slot, lease.fence, before)
+        floor = before.slot if lease.manual else max(before.slot, lease.slot)
+        try:
+            ours = self._call(
+                f"renumbering the lease of {lease.name!r}",
+                lambda conn: self._statements().refence(conn, lease, fence, floor),
+            )
+        except StoreError as exc:
+            logger.warning("%s keeps fence %s: %s", lease.name, lease.fence, exc)
+            return lease
+        if not ours:
+            return lease  # taken over meanwhile: its renewals will say so
+        self.seen.saw(lease.name, None if lease.manual else floor, fence)
+        return replace(lease, fence=fence)
+
+    def _raise_floor(self, name: str, before: Seen) -> None:
+        try:
+            self._call(
+                f"writing back the lease of {name!r}",
+                lambda conn: self._statements().raise_floor(conn, name, before.slot, before.fence),
+            )
+        except StoreError as exc:
+            logger.warning("cannot write back the lease of %s: %s", name, exc)
+
+    def _lost(self, name: str, slot: int | None, fence: int, before: Seen) -> None:
+        now = time.monotonic()
+        with self._said_lock:
+            loud = self._said_at is None or now - self._said_at > REPEAT_AFTER
+            if loud:
+                self._said_at = now
+        shown = f"fence {fence}" if slot is None else f"slot {slot}, fence {fence}"
+        if loud:
+            logger.error(
+                "%s: %s was at slot %s, fence %s here, and the database now shows %s "
+                "(a failover to an asynchronous standby, or a restore?). This replica "
+                "refuses the slots it saw run and writes them back; exactly-once across "
+                "a failover needs synchronous replication",
+                LOST_WRITES,
+                name,
+                before.slot,
+                before.fence,
+                shown,
+            )
+        else:
+            logger.debug(
+                "%s went back too (was slot %s, fence %s; now %s); repairing",
+                name,
+                before.slot,
+                before.fence,
+                shown,
+            )

@@ -1,0 +1,173 @@
+"""The database loses committed lease writes (asynchronous failover, point-in-time restore).
+
+Simulated on every backend by putting a lease row back to an earlier state
+with plain SQL: the fences it issued since are issued again. Fenced writes
+match the attempt's holder nonce as well as the fence, so a stale holder
+whose fence was reissued changes nothing; and a replica that saw a higher
+slot and fence refuses what it saw, writes both back and says so once
+(docs/design.md §3.8, §5).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from sqlalchemy import select, update
+
+from cronlease._lease.model import AcquireRequest, Lease, LeaseInfo, Refusal
+from cronlease._lease.schema import leases
+from cronlease._lease.store import LeaseStore
+from tests.support.leases import won
+
+LOST_WRITES = "the database lost committed lease writes"
+
+
+def request(name: str, slot: int, holder: str, ttl: float = 30.0) -> AcquireRequest:
+    return AcquireRequest(name=name, slot=slot, ttl=ttl, holder=holder)
+
+
+def take(store: LeaseStore, name: str, slot: int, holder: str, ttl: float = 30.0) -> Lease:
+    lease = won(store.acquire(request(name, slot, holder, ttl)))
+    assert lease is not None, f"slot {slot} of {name!r} was not acquired"
+    return lease
+
+
+def row_of(store: LeaseStore, name: str) -> LeaseInfo:
+    """The row as the database has it (plain SQL: a store would repair what it saw)."""
+    with store.engine.connect() as conn:
+        row = conn.execute(select(leases).where(leases.c.name == name)).one()
+    return LeaseInfo(**{key: row._mapping[key] for key in LeaseInfo.__dataclass_fields__})
+
+
+def restore(store: LeaseStore, earlier: LeaseInfo) -> None:
+    """Put the lease row back as it was (what a failover to a lagging standby does),
+    with the lease expired, as it is once the lost holder's TTL has passed."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            update(leases)
+            .where(leases.c.name == earlier.name)
+            .values(
+                holder=earlier.holder,
+                fence=earlier.fence,
+                slot=earlier.slot,
+                acquired_at=earlier.acquired_at,
+                expires_at=earlier.expires_at,
+            )
+        )
+
+
+@pytest.fixture
+def base_slot(store: LeaseStore) -> int:
+    return int(store.database_time() * 1000) - 60_000
+
+
+@pytest.fixture
+def replicas(db_url: str) -> Any:
+    """Stores of distinct replicas (each remembers what it saw on its own)."""
+    opened: list[LeaseStore] = []
+
+    def open_one() -> LeaseStore:
+        replica = LeaseStore.from_url(db_url)
+        opened.append(replica)
+        return replica
+
+    yield open_one
+    for replica in opened:
+        replica.dispose()
+
+
+def test_a_reissued_fence_does_not_let_the_stale_holder_write(
+    store: LeaseStore, replicas: Any, task_name: str, base_slot: int
+) -> None:
+    """The issue's simulation: A (fence 2, slot S), then B (fence 2, slot S+1)."""
+    a_replica, b_replica, c_replica = replicas(), replicas(), replicas()
+    first = take(a_replica, task_name, base_slot, "replica-a")
+    a_replica.finish(first, "succeeded")
+    earlier = row_of(store, task_name)  # fence 1, slot S-1, expired
+
+    a = take(a_replica, task_name, base_slot + 1, "replica-a", ttl=0.3)  # fence 2, slot S
+    assert a.fence == 2
+    restore(store, earlier)  # the database lost A's acquisition
+
+    b = take(b_replica, task_name, base_slot + 2, "replica-b")  # fence 2 again, slot S+1
+    assert b.fence == 2
+
+    # A's stale writes are refused: they no longer match the holder of fence 2.
+    assert a_replica.heartbeat(a) is False
+    assert a_replica.release(a) is False
+    a_replica.finish(a, "succeeded")
+    row = row_of(store, task_name)
+    assert (row.fence, row.holder) == (b.fence, b.holder)
+    assert row.expires_at > store.database_time()
+    # So B still holds its lease: C is refused the next slot while B runs.
+    refused = c_replica.acquire(request(task_name, base_slot + 3, "replica-c"))
+    assert isinstance(refused, Refusal) and refused.reason == "held", refused
+    assert b_replica.heartbeat(b) is True
+    b_replica.finish(b, "succeeded")
+    history = {run.slot: run for run in store.history(task_name)}
+    assert history[base_slot + 2].outcome == "succeeded"
+    assert history[base_slot + 2].holder == b.holder
+
+
+def test_a_replica_refuses_what_it_saw_and_writes_it_back(
+    store: LeaseStore,
+    replicas: Any,
+    task_name: str,
+    base_slot: int,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    live = replicas()
+    first = take(live, task_name, base_slot, "live")
+    live.finish(first, "succeeded")
+    earlier = row_of(store, task_name)
+    for slot in (base_slot + 1, base_slot + 2):
+        live.finish(take(live, task_name, slot, "live"), "succeeded")
+    seen = row_of(store, task_name)
+    assert (seen.slot, seen.fence) == (base_slot + 2, 3)
+
+    restore(store, earlier)
+    caplog.set_level(logging.ERROR, logger="cronlease")
+    # The slots it saw run are refused, although the database now says they are free.
+    for slot in (base_slot + 1, base_slot + 2):
+        refused = live.acquire(request(task_name, slot, "live"))
+        assert isinstance(refused, Refusal) and refused.reason == "taken", (slot, refused)
+    # ... and the database has them back, so no replica runs them again, not even a
+    # replica started afterwards, that never saw them.
+    repaired = row_of(store, task_name)
+    assert repaired.slot >= seen.slot and repaired.fence >= seen.fence
+    restarted = replicas()
+    for slot in (base_slot + 1, base_slot + 2):
+        refused = restarted.acquire(request(task_name, slot, "restarted"))
+        assert isinstance(refused, Refusal) and refused.reason == "taken", (slot, refused)
+    # The next slot runs once, with a fence never issued before.
+    nxt = take(live, task_name, base_slot + 3, "live")
+    assert nxt.fence > seen.fence
+    live.finish(nxt, "succeeded")
+    # Said once, loudly, however often the replica meets it.
+    restore(store, earlier)
+    assert not won(live.acquire(request(task_name, base_slot + 3, "live")))
+    lines = [r for r in caplog.records if LOST_WRITES in r.getMessage()]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert lines[0].levelno == logging.ERROR
+    assert task_name in lines[0].getMessage()
+
+
+def test_a_win_with_a_reissued_fence_gets_a_fence_of_its_own(
+    store: LeaseStore, replicas: Any, task_name: str, base_slot: int
+) -> None:
+    live = replicas()
+    live.finish(take(live, task_name, base_slot, "live"), "succeeded")
+    earlier = row_of(store, task_name)
+    live.finish(take(live, task_name, base_slot + 1, "live"), "succeeded")  # fence 2
+    restore(store, earlier)
+    # The database would issue fence 2 again for the next slot: the replica saw it used.
+    lease = take(live, task_name, base_slot + 2, "live")
+    assert lease.fence > 2
+    row = row_of(store, task_name)
+    assert (row.fence, row.holder, row.slot) == (lease.fence, lease.holder, base_slot + 2)
+    assert live.heartbeat(lease) is True
+    live.finish(lease, "succeeded")
+    run = {run.slot: run for run in store.history(task_name)}[base_slot + 2]
+    assert (run.fence, run.outcome) == (lease.fence, "succeeded")
