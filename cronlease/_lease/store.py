@@ -38,7 +38,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from cronlease._lease import faults, sqlite_file
+from cronlease._lease import sqlite_file
 from cronlease._lease.database import RenewalEngine, create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.base import check_batch
@@ -48,16 +48,16 @@ from cronlease._lease.model import (
     Finish,
     Lease,
     LeaseInfo,
-    LeaseState,
     Outcome,
     Refusal,
     RunRecord,
     check_task_name,
 )
 from cronlease._lease.pruning import Pruning
+from cronlease._lease.recovery import describe_error, recover, store_error
 from cronlease._lease.schema import metadata
 from cronlease._safe_text import remember_password
-from cronlease.errors import RowRefused, StatementError, StoreError
+from cronlease.errors import StoreError
 
 __all__ = ["LeaseStore"]
 
@@ -67,21 +67,6 @@ NONCE_BYTES = 8
 # names per recent-runs statement: far below every backend's bound-parameter limit
 RECENT_RUNS_CHUNK = 500
 logger = logging.getLogger("cronlease")
-
-
-def store_error(what: str, exc: SQLAlchemyError, statements: Statements) -> StoreError:
-    """The StoreError for a driver error: RowRefused when the database refused a row."""
-    message = f"{what} failed: {describe_error(exc)}"
-    if isinstance(exc, DBAPIError) and statements.refuses_row(exc):
-        return RowRefused(message)
-    return StatementError(message) if faults.answered(exc) else StoreError(message)
-
-
-def describe_error(exc: BaseException) -> str:
-    """A one-line summary of a driver error, for a warning."""
-    cause = getattr(exc, "orig", None) or exc
-    lines = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
 class LeaseStore:
@@ -249,7 +234,9 @@ class LeaseStore:
             # more, which is safe because a slot can be acquired once, ever.
             logger.debug("%s: outcome unknown (%s); checking", what, describe_error(exc))
             results = self._call(
-                what, lambda conn: self._recover(conn, requests, nonces), retry=False
+                what,
+                lambda conn: recover(self.statements, conn, requests, nonces),
+                retry=False,
             )
         except SQLAlchemyError as exc:
             raise store_error(what, exc, self.statements) from exc
@@ -268,32 +255,6 @@ class LeaseStore:
             for request, nonce, result in zip(requests, nonces, results, strict=True)
         ]
         return self.lost_writes.check(requests, results, outcomes, floors)
-
-    def _recover(
-        self, conn: Connection, requests: Sequence[AcquireRequest], nonces: Sequence[str]
-    ) -> list[int | LeaseState | None]:
-        """After an unknown outcome: the rows that carry our nonces won; retry the others once."""
-        rows = {row.name: row for row in self.statements.leases(conn, [r.name for r in requests])}
-        results: list[int | LeaseState | None] = [None] * len(requests)
-        retry: list[int] = []
-        for index, (request, nonce) in enumerate(zip(requests, nonces, strict=True)):
-            row = rows.get(request.name)
-            # A manual run keeps the row's slot; the nonce alone identifies it.
-            if (
-                row is not None
-                and row.holder == nonce
-                and (request.manual or row.slot == request.slot)
-            ):
-                results[index] = row.fence
-            else:
-                retry.append(index)
-        if retry:
-            again = self.statements.acquire(
-                conn, [requests[i] for i in retry], [nonces[i] for i in retry]
-            )
-            for index, result in zip(retry, again, strict=True):
-                results[index] = result
-        return results
 
     def finish(
         self, lease: Lease, outcome: Outcome, error: str | None = None, *, release: bool = True
