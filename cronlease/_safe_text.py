@@ -46,6 +46,7 @@ _CONTROLS = (
     "\x00-\x1f\x7f-\x9f"  # C0, DEL, C1
     "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # bidi marks, embeddings, overrides, isolates
     "\u2028\u2029"  # line and paragraph separators
+    "\ud800-\udfff"  # lone surrogates: no UTF-8 terminal, log file or pipe can write them
 )
 # scheme://user:PASSWORD@ (the password runs to the authority's last "@")
 _URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@]*:)([^\s/?#]*)(?=@)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cronlease import Scheduler
+from cronlease import Scheduler, _shell_task
 from cronlease._shell_task import (
     STDERR_TAIL_LINES,
     CommandTask,
@@ -196,6 +196,8 @@ def test_terminate_running_stops_commands_in_progress(tmp_path: Path) -> None:
     thread = threading.Thread(target=run)
     thread.start()
     wait_for(lambda: pidfile.exists() and pidfile.read_text().strip() != "", 10)
+    # the command may write its pid before its supervisor is registered
+    wait_for(lambda: len(_shell_task._running) == 1, 10)
     assert terminate_running("test says stop") == 1
     thread.join(10)
     assert not thread.is_alive()

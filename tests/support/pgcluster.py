@@ -1,4 +1,4 @@
-"""Throw-away PostgreSQL 15 clusters on ports of their own, for failover tests.
+"""Throw-away PostgreSQL 15 clusters on ports of their own, for restart and failover tests.
 
 Run as the ``postgres`` user (``runuser``: the tests run as root), data under a
 temporary directory that :meth:`Clusters.cleanup` stops and removes.
@@ -95,6 +95,11 @@ class Clusters:
 
     def start(self, data: Path) -> None:
         self._run("pg_ctl", "-D", str(data), "-l", str(data) + ".log", "-w", "start")
+
+    def restart(self, data: Path) -> None:
+        """A fast restart: connections are closed, the server comes back on its port."""
+        log = str(data) + ".log"
+        self._run("pg_ctl", "-D", str(data), "-l", log, "-m", "fast", "-w", "restart")
 
     def kill(self, data: Path) -> None:
         """Stop at once, as a crash would: no checkpoint, nothing more sent to standbys."""
