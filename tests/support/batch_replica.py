@@ -24,7 +24,9 @@ def replica_main(url: str, prefix: str, count: int) -> None:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
     )
-    scheduler = Scheduler(url, history_retention=None)
+    # A worker for each task: this is about batching, and three replicas of 16
+    # workers have 48 slots for 50 ticks a second (capacity: test_capacity.py).
+    scheduler = Scheduler(url, history_retention=None, max_workers=count)
     # A pooled ledger connection per worker: a connection per append (as in
     # tests/support/ledger.py) costs MariaDB more than the runs can spare here.
     connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
