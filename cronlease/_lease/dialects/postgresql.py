@@ -132,6 +132,19 @@ SELECT b.name, a.fence, c.slot, c.expires_at, c.paused, {NOW_SQL} AS db_now, c.f
     )
 
 
+def _batch_locked(rows: str) -> str:
+    """The batch's rows, then its lease rows locked in name order (as acquisition locks
+    them), so batches of finishes, renewals and acquisitions cannot deadlock."""
+    return f"""WITH batch AS (
+    {rows}
+), locked AS (
+    SELECT l.name FROM {leases.name} l
+     WHERE l.name IN (SELECT name FROM batch)
+     ORDER BY l.name
+       FOR UPDATE
+)"""
+
+
 def finish_statement(rows: str) -> TextClause:
     """Finish runs in one statement: lock their lease rows first, in name order (as
     acquisition does), then record outcomes and release the leases, fenced. The
@@ -140,14 +153,7 @@ def finish_statement(rows: str) -> TextClause:
     (test_pg_locking.py)."""
     return text(
         f"""
-WITH batch AS (
-    {rows}
-), locked AS (
-    SELECT l.name FROM {leases.name} l
-     WHERE l.name IN (SELECT name FROM batch)
-     ORDER BY l.name
-       FOR UPDATE
-), finished AS (
+{_batch_locked(rows)}, finished AS (
     UPDATE {runs.name} r
        SET outcome = CASE WHEN r.outcome = 'abandoned' THEN 'lost' ELSE b.outcome END,
            finished_at = {NOW_SQL}, error = b.error
@@ -174,14 +180,7 @@ def heartbeat_statement(rows: str) -> TextClause:
     deadlock with a batch acquiring or finishing some of the same tasks."""
     return text(
         f"""
-WITH batch AS (
-    {rows}
-), locked AS (
-    SELECT l.name FROM {leases.name} l
-     WHERE l.name IN (SELECT name FROM batch)
-     ORDER BY l.name
-       FOR UPDATE
-)
+{_batch_locked(rows)}
 UPDATE {leases.name} l SET expires_at = {NOW_SQL} + b.ttl
   FROM batch b
  WHERE (SELECT count(*) FROM locked) >= 0
