@@ -2,7 +2,7 @@
 
 Lease timing uses only the database clock, so skew cannot break exactly-once.
 It still matters: slots come from this host's clock, and a host running
-ahead by more than half an interval has its ticks refused as "from the
+ahead by more than half an interval (at most 60 s) has its ticks refused as "from the
 future" (the gate that protects the rest of the fleet). The detector says so
 before that happens.
 """

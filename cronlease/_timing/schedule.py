@@ -44,6 +44,9 @@ MIN_INTERVAL = timedelta(seconds=1)
 MIN_TTL = 1.0
 MAX_TTL = 300.0
 MAX_GRACE = 60.0
+# A replica whose clock runs fast may take a slot at most this early (issue 12): half
+# the gap alone let a daily tick run 12 hours ahead of the rest of the fleet.
+MAX_TOLERANCE = 60.0
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
@@ -368,8 +371,9 @@ class Schedule:
         return min(MAX_GRACE, self.gap_after(fire_time) / 2)
 
     def tolerance(self, fire_time: datetime) -> float:
-        """How far ahead of the database clock this tick's slot may be: half the gap."""
-        return self.gap_after(fire_time) / 2
+        """How far ahead of the database clock this tick's slot may be: half the gap,
+        at most a minute."""
+        return min(MAX_TOLERANCE, self.gap_after(fire_time) / 2)
 
 
 def _format_seconds(seconds: float) -> str:

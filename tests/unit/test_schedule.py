@@ -333,7 +333,7 @@ def test_berlin_hourly_across_fall_back_has_hour_gaps() -> None:
         assert schedule.gap_after(fire) == 3600.0
         assert schedule.ttl(fire) == MAX_TTL
         assert schedule.grace(fire) == 60.0
-        assert schedule.tolerance(fire) == 1800.0
+        assert schedule.tolerance(fire) == 60.0
 
 
 def test_daily_cron_gap_is_measured_in_utc_at_fall_back() -> None:
@@ -354,8 +354,8 @@ def test_daily_cron_gap_is_measured_in_utc_at_fall_back() -> None:
         ("2s", 2.0, 1.0, 1.0),
         ("10s", 10.0, 5.0, 5.0),
         ("2m", 120.0, 60.0, 60.0),
-        ("10m", 300.0, 60.0, 300.0),
-        ("1d", 300.0, 60.0, 43_200.0),
+        ("10m", 300.0, 60.0, 60.0),
+        ("1d", 300.0, 60.0, 60.0),
     ],
 )
 def test_every_timing(every: object, ttl: float, grace: float, tolerance: float) -> None:
@@ -373,7 +373,7 @@ def test_cron_timing() -> None:
     assert hourly.gap_after(fire) == 3600.0
     assert hourly.ttl(fire) == 300.0
     assert hourly.grace(fire) == 60.0
-    assert hourly.tolerance(fire) == 1800.0
+    assert hourly.tolerance(fire) == 60.0
     minutely = Schedule.cron("* * * * *")
     assert minutely.ttl(fire) == 60.0
     assert minutely.grace(fire) == 30.0
@@ -381,7 +381,8 @@ def test_cron_timing() -> None:
     irregular = Schedule.cron("0,1 * * * *")
     assert irregular.ttl(utc(2026, 1, 1, 5, 0)) == 60.0
     assert irregular.ttl(utc(2026, 1, 1, 5, 1)) == 300.0
-    assert irregular.tolerance(utc(2026, 1, 1, 5, 1)) == 59 * 60 / 2
+    assert irregular.tolerance(utc(2026, 1, 1, 5, 0)) == 30.0
+    assert irregular.tolerance(utc(2026, 1, 1, 5, 1)) == 60.0
 
 
 # --- slots ------------------------------------------------------------------------------
