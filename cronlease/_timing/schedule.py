@@ -1,10 +1,11 @@
-"""Schedules: durations, crontab expressions, APScheduler triggers and lease timing.
+"""Schedules: durations, APScheduler triggers and lease timing.
 
 A :class:`Schedule` is made once per task and checked where it is made. It knows
 the APScheduler trigger that drives the timing and, for any fire time, the
 lease TTL, the misfire grace and the future-slot tolerance that tick needs.
-All gaps are measured between UTC instants, so a DST change never yields a
-zero or negative gap.
+Crontab expressions are read by ``_timing/crontab.py`` and their fire times
+follow Debian cron's daylight-saving rules (``_timing/debian.py``). All gaps are
+measured between UTC instants, so a DST change never yields a zero or negative gap.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.combining import OrTrigger
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from cronlease._lease.schema import MAX_FINGERPRINT_LENGTH
+from cronlease._timing.crontab import Crontab
+from cronlease._timing.debian import next_fire
 from cronlease.errors import ConfigError
 
 __all__ = [
@@ -119,121 +120,42 @@ def _zone(name: str) -> tzinfo:
 
 # --- crontab ---------------------------------------------------------------
 
-_MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-_MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
-# Crontab counts weekdays from Sunday = 0 (7 is Sunday too).
-_WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
-_FIELDS: list[tuple[str, int, int, list[str]]] = [
-    ("minute", 0, 59, []),
-    ("hour", 0, 23, []),
-    ("day of month", 1, 31, []),
-    ("month", 1, 12, _MONTHS),
-    ("day of week", 0, 7, _WEEKDAYS),
-]
-_ELEMENT = re.compile(r"^(\*|[a-z0-9]+(?:-[a-z0-9]+)?)(?:/(\d+))?$")
 
+class CrontabTrigger(BaseTrigger):  # type: ignore[misc]
+    """APScheduler's face of a crontab: fire times by Debian cron's rules (``_timing/debian.py``).
 
-def _field_values(text: str, index: int, expression: str) -> list[int]:
-    """Expand one crontab field into its sorted values, validating it the way cron does."""
-    label, low, high, names = _FIELDS[index]
+    APScheduler 3's own ``CronTrigger`` walks wall-clock fields and so skips days
+    after a daylight-saving change, returns one instant twice, and repeats
+    fixed-time jobs in the autumn fold (issue 12); APScheduler still drives the timing.
+    """
 
-    def number(token: str) -> int:
-        if token.isdigit():
-            value = int(token)
-        elif token in names:
-            value = names.index(token) + (1 if label == "month" else 0)
-        else:
-            raise ConfigError(f"cron expression {expression!r}: {label} field has {token!r}")
-        if not low <= value <= high:
-            raise ConfigError(
-                f"cron expression {expression!r}: {label} {value} is outside {low}-{high}"
-            )
-        return value
+    def __init__(self, crontab: Crontab, zone: tzinfo) -> None:
+        self.crontab = crontab
+        self.timezone = zone
 
-    values: set[int] = set()
-    for element in text.split(","):
-        match = _ELEMENT.match(element)
-        if not match:
-            raise ConfigError(
-                f"cron expression {expression!r}: {label} field {text!r} is not valid"
-            )
-        span, step_text = match.groups()
-        if span == "*":
-            start, stop = low, high
-        elif "-" in span:
-            first, last = span.split("-")
-            start, stop = number(first), number(last)
-            if start > stop:
-                raise ConfigError(
-                    f"cron expression {expression!r}: {label} range {span!r} runs backwards"
-                )
-        else:
-            start = number(span)
-            stop = high if step_text else start
-        step = int(step_text) if step_text else 1
-        if step == 0:
-            raise ConfigError(f"cron expression {expression!r}: {label} step must not be 0")
-        values.update(range(start, stop + 1, step))
-    return sorted(values)
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None:
+        # after a fire: the next one strictly later, whatever the clock says now;
+        # first: the first at or after now, as APScheduler's own triggers do
+        if previous_fire_time is not None:
+            return next_fire(self.crontab, self.timezone, previous_fire_time)
+        return next_fire(self.crontab, self.timezone, now - timedelta(microseconds=1))
 
+    def __str__(self) -> str:
+        return f"cron[{self.crontab.text!r}, {self.timezone}]"
 
-def _as_list(values: list[int], spec: tuple[str, int, int, list[str]]) -> str:
-    _, low, high, _ = spec
-    return "*" if values == list(range(low, high + 1)) else ",".join(map(str, values))
+    def __repr__(self) -> str:
+        return f"<CrontabTrigger ({self.crontab.text!r}, timezone={str(self.timezone)!r})>"
 
 
 def _crontab_trigger(expression: str, zone: tzinfo) -> tuple[str, BaseTrigger]:
-    """Translate a crontab expression into APScheduler triggers with cron's own meaning.
-
-    Two differences from ``CronTrigger.from_crontab`` matter: crontab's weekday 0
-    (and 7) is Sunday, not Monday; and when both day-of-month and day-of-week are
-    restricted, cron fires when *either* matches, where APScheduler wants both.
-    """
-    text = " ".join(expression.strip().lower().split())
-    text = _MACROS.get(text, text)
-    if text.startswith("@"):
-        raise ConfigError(
-            f"cron expression {expression!r}: unsupported macro (use a five-field expression)"
-        )
-    fields = text.split(" ")
-    if len(fields) != 5:
-        raise ConfigError(
-            f"cron expression {expression!r} must have five fields "
-            f"(minute hour day-of-month month day-of-week), it has {len(fields)}"
-        )
-    expanded = [_field_values(part, index, expression) for index, part in enumerate(fields)]
-    # Hand APScheduler explicit value lists: its own field syntax differs from
-    # cron's at the edges (it rejects a step larger than the range, e.g. */12 months).
-    minute, hour, dom, month = (
-        _as_list(values, _FIELDS[index]) for index, values in enumerate(expanded[:4])
-    )
-    weekdays = sorted({day % 7 for day in expanded[4]})
-    dow = ",".join(_WEEKDAYS[day][:3] for day in weekdays) if len(weekdays) < 7 else "*"
-    dom_restricted = not fields[2].startswith("*")
-    dow_restricted = not fields[4].startswith("*")
-
-    def cron(day: str, day_of_week: str) -> CronTrigger:
-        return CronTrigger(
-            minute=minute, hour=hour, day=day, month=month, day_of_week=day_of_week, timezone=zone
-        )
-
-    trigger: BaseTrigger
-    if dom_restricted and dow_restricted:
-        trigger = OrTrigger([cron(dom, "*"), cron("*", dow)])
-    else:
-        trigger = cron(dom, dow)
+    crontab = Crontab.parse(expression)
+    trigger = CrontabTrigger(crontab, zone)
     # A field that can never match (e.g. "0 0 31 2 *") would make a task that never runs.
     if trigger.get_next_fire_time(None, datetime.now(timezone.utc)) is None:
         raise ConfigError(f"cron expression {expression!r} never fires")
-    return text, trigger
+    return crontab.text, trigger
 
 
 # --- schedule --------------------------------------------------------------
