@@ -22,7 +22,7 @@ import calendar
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-__all__ = ["DebianCron"]
+__all__ = ["MACROS", "DebianCron"]
 
 _LIMITS = [(0, 59), (0, 23), (1, 31), (1, 12), (0, 7)]
 _NAMES = [
@@ -32,7 +32,9 @@ _NAMES = [
     {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m},
     {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
 ]
-_MACROS = {
+# cron(5): each macro is this five-field expression (kept apart from cronlease's own
+# table on purpose: the model shares no code with what it checks)
+MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
     "@monthly": "0 0 1 * *",
@@ -66,7 +68,7 @@ def _value(token: str, index: int) -> int:
 
 class DebianCron:
     def __init__(self, expression: str, zone: str) -> None:
-        text = _MACROS.get(expression.strip().lower(), expression.strip().lower())
+        text = MACROS.get(expression.strip().lower(), expression.strip().lower())
         fields = text.split()
         self.minute, self.hour, self.dom, self.month, dow = (
             _field(f, i) for i, f in enumerate(fields)

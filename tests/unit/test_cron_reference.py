@@ -20,7 +20,7 @@ import cronsim  # a test dependency (pyproject's "test" extra): never skipped
 
 from cronlease._timing.schedule import Schedule
 from tests.support.cron_corpus import ZONES, corpus
-from tests.support.debian_cron import DebianCron
+from tests.support.debian_cron import MACROS, DebianCron
 
 FIRES = 10
 SEED = 20261201
@@ -42,16 +42,6 @@ KNOWN_DEFECTS = {
     # clock: a minute or hour late, a day or a week skipped, the repeated minutes of
     # a wildcard job lost.
     "wildcard job near an offset change": None,
-}
-
-MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
 }
 
 
