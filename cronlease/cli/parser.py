@@ -23,10 +23,10 @@ EPILOG = f"""\
 exit status:
   0  success
   1  runtime failure: the database is unreachable, a triggered run failed or was
-     refused (a run is in progress, or the task is paused), import-crontab left
-     lines untranslated
-  2  usage or configuration error (bad arguments, invalid {DEFAULT_CONFIG}, unknown task);
-     nothing was started and no database was touched
+     refused (a run is in progress, or the task is paused)
+  2  usage or configuration error (bad arguments, invalid {DEFAULT_CONFIG}, unknown task,
+     a crontab line import-crontab cannot translate faithfully); nothing was started,
+     no database was touched, nothing was written
 
 environment:
   {DATABASE_ENV}  overrides `database` in the config file (--database overrides both)
@@ -147,6 +147,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--timezone",
         metavar="ZONE",
         help="the time zone the crontab ran in (default: this machine's)",
+    )
+    imports.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the config to FILE (replaced whole, and only if the translation is "
+        "written) instead of stdout",
+    )
+    imports.add_argument(
+        "--partial",
+        action="store_true",
+        help="write the lines that translate even if some cannot be translated faithfully "
+        "(those stay in the output as comments, and are listed on stderr); without it such "
+        "a crontab exits 2 and nothing is written",
     )
     return parser
 

@@ -36,6 +36,7 @@ BACKENDS = ["sqlite", "postgresql"]
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRONLEASE_")}
+    env["PYTHONPATH"] = str(ROOT)  # this tree's cronlease, not the one the venv installed
     env.update(extra or {})
     return env
 
@@ -573,8 +574,13 @@ def test_import_crontab_prints_a_config_that_checks(tmp_path: Path) -> None:
         "@hourly date\n"
         "@reboot /usr/local/bin/warm-up\n"
     )
-    result = cli("import-crontab", str(crontab), "--timezone", "Europe/Istanbul", cwd=tmp_path)
-    assert result.returncode == 1  # one line could not be translated
+    refused = cli("import-crontab", str(crontab), "--timezone", "Europe/Istanbul", cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == ""  # one line cannot be translated
+    assert "crontab:4: not translated (@reboot" in refused.stderr
+    result = cli(
+        "import-crontab", str(crontab), "--timezone", "Europe/Istanbul", "--partial", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
     assert "crontab:4: not translated (@reboot" in result.stderr
     (tmp_path / "cronlease.toml").write_text(result.stdout)
     checked = cli_json("check", cwd=tmp_path)

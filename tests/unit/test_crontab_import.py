@@ -1,11 +1,7 @@
 """``translate_crontab`` on crontabs in the shapes Debian ships, and on every line rule.
 
-The fixtures under ``tests/fixtures/crontabs`` are written as Debian's stock
-``/etc/crontab`` and ``/etc/cron.d`` files are: fields separated by tabs, by
-runs of spaces, or both. Each command is compared with the bytes of its line
-cut out by a pattern written here from crontab(5), not by the translator's
-parser: the five time fields (or a macro) and, in a system crontab, the user,
-each ended by a run of spaces or tabs; the command is the rest of the line.
+Each command of a fixture is compared with the bytes of its line as
+:mod:`tests.support.crontabs` cuts them out from crontab(5)'s grammar.
 """
 
 from __future__ import annotations
@@ -17,35 +13,12 @@ from pathlib import Path
 import pytest
 
 from cronlease.config import load_config, translate_crontab
+from tests.support.crontabs import FIXTURES, SYSTEM_FILES, expected_commands
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "crontabs"
-SYSTEM_FILES = sorted(
-    [FIXTURES / "crontab", FIXTURES / "crontab.buster", *(FIXTURES / "cron.d").iterdir()]
-)
-
-# crontab(5): "@macro" or five fields, then the user (system crontabs), each
-# separated by blanks (space or tab); the command is what is left.
-_SYSTEM_ENTRY = re.compile(
-    rb"^[ \t]*(?:@[a-z]+|[^ \t#=]+[ \t]+[^ \t]+[ \t]+[^ \t]+[ \t]+[^ \t]+[ \t]+[^ \t]+)"
-    rb"[ \t]+(?P<user>[^ \t]+)[ \t]+(?P<command>.*)$"
-)
-
-
-def expected_commands(path: Path) -> list[tuple[int, str]]:
-    """(line number, command as the shell gets it) for every entry of a system crontab."""
-    found = []
-    for number, line in enumerate(path.read_bytes().split(b"\n"), 1):
-        match = _SYSTEM_ENTRY.match(line)
-        if match:
-            # cron hands the shell "\%" as "%" (the fixtures have no other %)
-            command = match.group("command").replace(rb"\%", b"%")
-            found.append((number, command.decode("utf-8")))
-    return found
 
 
 def test_the_fixtures_are_shaped_like_debians() -> None:
