@@ -5,7 +5,8 @@
 - ``parser``: the argument parser (every command and option);
 - ``common``: exit statuses, errors, the config file and the database;
 - ``output``: error lines, JSON and tables (values read as :mod:`cronlease._status` says);
-- ``run``: ``run`` and ``check``;
+- ``run``: ``run``;
+- ``check``: ``check`` (the check model and its two outputs);
 - ``inspect``: ``status`` and ``history``;
 - ``manage``: ``pause``, ``resume``, ``trigger``, ``init-db``, ``web``, ``import-crontab``.
 """
@@ -17,6 +18,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
+from cronlease.cli.check import cmd_check as cmd_check
 from cronlease.cli.common import DISABLED_ENV as DISABLED_ENV
 from cronlease.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from cronlease.cli.common import Failure as Failure
@@ -33,7 +35,6 @@ from cronlease.cli.manage import cmd_web as cmd_web
 from cronlease.cli.output import print_error, safe_output
 from cronlease.cli.parser import EPILOG as EPILOG
 from cronlease.cli.parser import build_parser as build_parser
-from cronlease.cli.run import cmd_check as cmd_check
 from cronlease.cli.run import cmd_run as cmd_run
 from cronlease.errors import ConfigError, StoreError
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -24,6 +25,7 @@ from cronlease._timing.schedule import Schedule
 from cronlease.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
+    EXIT_USAGE,
     Failure,
     UsageError,
     config_from_args,
@@ -177,11 +179,9 @@ def cmd_web(args: argparse.Namespace) -> int:
 
 
 def cmd_import_crontab(args: argparse.Namespace) -> int:
+    """A refused line is a config mistake: exit 2 and nothing written, unless --partial."""
     source = "stdin" if args.file == "-" else args.file
-    try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}") from None
+    text = _read_crontab(args.file, source)
     zone = args.timezone
     if zone is None:
         zone = local_timezone()
@@ -195,15 +195,54 @@ def cmd_import_crontab(args: argparse.Namespace) -> int:
     else:
         Schedule.cron("* * * * *", timezone=zone)  # ConfigError for an unknown zone
     translation = translate_crontab(text, source=source, system=args.system, timezone=zone)
-    sys.stdout.write(translation.toml)
     for note in translation.notes:
         print(f"cronlease: {note}", file=sys.stderr)
     for problem in translation.problems:
         print(f"cronlease: {problem}", file=sys.stderr)
-    if translation.problems:
+    refused = len(translation.problems)
+    if refused and not args.partial:
         print(
-            f"cronlease: {len(translation.problems)} line(s) of {source} not translated",
+            f"cronlease: error: {refused} line(s) of {source} cannot be translated faithfully; "
+            "nothing written (fix them, or give --partial to write the rest with these lines "
+            "as comments)",
             file=sys.stderr,
         )
-        return EXIT_FAILURE
+        return EXIT_USAGE
+    if args.output is None:
+        sys.stdout.write(translation.toml)
+    else:
+        _write_atomically(Path(args.output), translation.toml)
+    if refused:
+        print(
+            f"cronlease: {refused} line(s) of {source} left out (--partial); each is a "
+            "NOT TRANSLATED comment in the output",
+            file=sys.stderr,
+        )
     return EXIT_OK
+
+
+def _read_crontab(file: str, source: str) -> str:
+    """The crontab as cron reads it: UTF-8 (what TOML holds), lines ending at \\n only."""
+    try:
+        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UsageError(
+            f"{source}:{line}: not UTF-8 (byte {data[exc.start]:#04x}); a cronlease.toml is "
+            "UTF-8: convert the crontab first (iconv -f LATIN1 -t UTF-8, say)"
+        ) from None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` whole or not at all: a failed write leaves the old file."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None

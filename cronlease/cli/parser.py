@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from cronlease._version import __version__
+from cronlease.cli.check import DEFAULT_COUNT, MAX_COUNT, cmd_check
 from cronlease.cli.common import DISABLED_ENV
 from cronlease.cli.inspect import cmd_history, cmd_status
 from cronlease.cli.manage import (
@@ -16,17 +17,17 @@ from cronlease.cli.manage import (
     cmd_trigger,
     cmd_web,
 )
-from cronlease.cli.run import cmd_check, cmd_run
+from cronlease.cli.run import cmd_run
 from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG
 
 EPILOG = f"""\
 exit status:
   0  success
   1  runtime failure: the database is unreachable, a triggered run failed or was
-     refused (a run is in progress, or the task is paused), import-crontab left
-     lines untranslated
-  2  usage or configuration error (bad arguments, invalid {DEFAULT_CONFIG}, unknown task);
-     nothing was started and no database was touched
+     refused (a run is in progress, or the task is paused)
+  2  usage or configuration error (bad arguments, invalid {DEFAULT_CONFIG}, unknown task,
+     a crontab line import-crontab cannot translate faithfully); nothing was started,
+     no database was touched, nothing was written
 
 environment:
   {DATABASE_ENV}  overrides `database` in the config file (--database overrides both)
@@ -98,11 +99,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(  # the old name, deprecated
         "--shutdown-grace", type=_seconds, default=None, help=argparse.SUPPRESS
     )
-    command(
+    check = command(
         "check",
         cmd_check,
         "validate the config file; list tasks and next fire times",
         json_output=True,
+    )
+    check.add_argument(
+        "--count",
+        type=_count,
+        default=DEFAULT_COUNT,
+        metavar="N",
+        help=f"how many next fire times per task, 1 to {MAX_COUNT} (default {DEFAULT_COUNT}), "
+        "each the wall time in the task's zone with its UTC offset",
     )
     status = command(
         "status", cmd_status, "show every task's lease, state and last run", json_output=True
@@ -148,6 +157,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ZONE",
         help="the time zone the crontab ran in (default: this machine's)",
     )
+    imports.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the config to FILE (replaced whole, and only if the translation is "
+        "written) instead of stdout",
+    )
+    imports.add_argument(
+        "--partial",
+        action="store_true",
+        help="write the lines that translate even if some cannot be translated faithfully "
+        "(those stay in the output as comments, and are listed on stderr); without it such "
+        "a crontab exits 2 and nothing is written",
+    )
     return parser
 
 
@@ -168,6 +191,13 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _count(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}, got {value}")
     return value
 
 

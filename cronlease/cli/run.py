@@ -1,4 +1,4 @@
-"""``cronlease run`` and ``cronlease check``: run a replica from the config file, or validate it."""
+"""``cronlease run``: run a replica from the config file until SIGINT or SIGTERM."""
 
 from __future__ import annotations
 
@@ -6,15 +6,11 @@ import argparse
 import os
 import signal
 import threading
-from datetime import datetime, timezone
 from types import FrameType
-from typing import Any
 
-from cronlease._lease.database import redact
 from cronlease._run.stopping import Deadline
 from cronlease._scheduler import DEFAULT_SHUTDOWN_GRACE, Scheduler
 from cronlease._shell_task import CommandTask, terminate_running
-from cronlease._status import format_duration, format_time, zone_of
 from cronlease.cli.common import (
     DISABLED_ENV,
     EXIT_OK,
@@ -22,8 +18,7 @@ from cronlease.cli.common import (
     database_url,
     logger,
 )
-from cronlease.cli.output import print_json
-from cronlease.config import Config, TaskSpec
+from cronlease.config import Config
 
 #: the most of the grace kept for running commands to end after their SIGTERM
 COMMAND_STOP_SECONDS = 5.0
@@ -117,64 +112,3 @@ def _wait_for_signal() -> None:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-# --- check --------------------------------------------------------------------
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    config = config_from_args(args, required=True, import_calls=True)
-    assert config is not None
-    url = database_url(args, config)
-    now = datetime.now(timezone.utc)
-    tasks = [_describe_spec(config, spec, now, count=3) for spec in config.tasks.values()]
-    if args.json:
-        print_json(
-            {
-                "config": str(config.path),
-                "database": redact(url),
-                "namespace": config.namespace,
-                "tasks": tasks,
-            }
-        )
-        return EXIT_OK
-    print(
-        f"{config.path}: OK, {len(tasks)} task(s) on {redact(url)}"
-        + (f", namespace {config.namespace!r}" if config.namespace else "")
-    )
-    for task in tasks:
-        extras = [f"ttl {format_duration(task['lease_ttl'])}"]
-        if task["timeout"] is not None:
-            extras.append(f"timeout {format_duration(task['timeout'])}")
-        if not task["enabled"]:
-            extras.append("DISABLED")
-        print()
-        print(f"{task['name']}  {task['schedule']}  {', '.join(extras)}")
-        print(f"  {task['kind']}: {task['target']}")
-        for fire in task["next"]:
-            print(f"  next: {fire}")
-    return EXIT_OK
-
-
-def _describe_spec(config: Config, spec: TaskSpec, now: datetime, count: int) -> dict[str, Any]:
-    upcoming = spec.schedule.upcoming(now, count)
-    ttl = (
-        spec.lease_ttl
-        if spec.lease_ttl is not None
-        else spec.schedule.ttl(upcoming[0] if upcoming else now)
-    )
-    zone = zone_of(spec.schedule)
-    return {
-        "name": spec.name,
-        "full_name": config.full_name(spec.name),
-        "kind": spec.kind,
-        "target": spec.target,
-        "schedule": str(spec.schedule),
-        "every": spec.schedule.expression if spec.schedule.kind == "every" else None,
-        "cron": spec.schedule.expression if spec.schedule.kind == "cron" else None,
-        "timezone": spec.schedule.timezone,
-        "lease_ttl": ttl,
-        "timeout": spec.timeout,
-        "enabled": spec.enabled,
-        "next": [format_time(fire.astimezone(zone)) for fire in upcoming],
-    }

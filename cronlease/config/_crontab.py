@@ -1,17 +1,22 @@
 """``cronlease import-crontab``: translate a crontab into an equivalent ``cronlease.toml``.
 
-Understood: five-field entries, the ``@hourly``/``@daily``/``@weekly``/
-``@monthly``/``@yearly`` macros, ``VAR=value`` lines (they apply to the entries
-after them, as in cron), ``SHELL`` (other than ``/bin/sh`` the command runs as
-``[SHELL, "-c", command]``), ``CRON_TZ`` (the time zone of the entries after
-it) and, with ``system=True``, the user column of ``/etc/crontab`` and
-``/etc/cron.d`` files. Cron runs every entry through a shell, so every task is
-``shell = true``.
+Lines are read as cron reads them (:mod:`cronlease.config._crontab_lines`):
+fields separated by any run of spaces or tabs, the command the rest of the
+line byte for byte. Understood: five-field entries, the ``@hourly``/
+``@daily``/``@weekly``/``@monthly``/``@yearly`` macros, assignments (they
+apply to the entries after them, as in cron), ``SHELL`` (other than
+``/bin/sh`` the command runs as ``[SHELL, "-c", command]``), ``CRON_TZ`` (the
+time zone of the entries after it, as cronie reads it) and, with
+``system=True``, the user column of ``/etc/crontab`` and ``/etc/cron.d`` files.
+Cron runs every entry through a shell, so every task is ``shell = true``.
 
-Not translatable, and reported: ``@reboot``, commands with an unescaped ``%``
-(cron turns it into a newline and standard input), malformed or invalid
-schedules. ``MAILTO``/``MAILFROM`` are dropped (cronlease logs output; it does
-not mail it).
+A line that cannot be translated faithfully is refused with its line number
+and the reason, never rewritten: ``@reboot``, an unescaped ``%`` (cron turns
+it into standard input), invalid schedules, a variable name cronlease cannot
+set, a last line without its newline (cron ignores it). An entry after a
+refused assignment is refused too: it would run without the value cron gives
+it. Refused lines stay in the TOML as comments. ``MAILTO``/``MAILFROM`` are
+dropped with a note (cronlease logs output; it does not mail it).
 """
 
 from __future__ import annotations
@@ -24,18 +29,23 @@ from pathlib import Path
 
 from cronlease._safe_text import escape_controls
 from cronlease._timing.schedule import Schedule
+from cronlease.config._crontab_lines import Assignment, Entry, Refused, read_line
 from cronlease.errors import ConfigError
 
 __all__ = ["Translation", "local_timezone", "translate_crontab"]
 
-_ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
-_MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGNED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")  # FOO=bar program ...
 _DROPPED = {"MAILTO", "MAILFROM", "CONTENT_TYPE", "CONTENT_TRANSFER_ENCODING"}
 
 
 @dataclass
 class Translation:
-    """The TOML text, and one message per crontab line that could not be translated."""
+    """The TOML text of the lines translated, and one message per line refused.
+
+    With problems, the TOML is a partial translation: the refused lines are in
+    it as comments only.
+    """
 
     toml: str
     tasks: int
@@ -62,102 +72,103 @@ def local_timezone() -> str | None:
     return target.split(marker, 1)[1] if marker in target else None
 
 
+@dataclass
+class _State:
+    """What the assignments so far give the entries after them."""
+
+    zone: str
+    shell: str = "/bin/sh"
+    env: dict[str, str] = field(default_factory=dict)
+    refused_assignment: int | None = None  # the line of the first one refused
+
+    def assign(self, assignment: Assignment) -> None:
+        name, value = assignment.name, assignment.value
+        if name == "SHELL":
+            if not value:
+                raise Refused("an empty SHELL")
+            self.shell = value
+        elif name == "CRON_TZ":
+            try:
+                Schedule.cron("* * * * *", timezone=value)
+            except ConfigError as exc:
+                raise Refused(str(exc)) from None
+            self.zone = value
+        elif name not in _DROPPED:
+            if not _IDENTIFIER.fullmatch(name):
+                raise Refused(
+                    f"{name!r} is not an environment variable name a cronlease task can set"
+                )
+            self.env[name] = value
+
+
 def translate_crontab(
     text: str, *, source: str = "crontab", system: bool = False, timezone: str = "UTC"
 ) -> Translation:
-    """Translate crontab ``text``; ``source`` names it in messages."""
+    """Translate crontab ``text``; ``source`` names it in messages.
+
+    Lines end at ``\n`` only, as cron's do: give the text as read, without
+    newline translation (a ``\r`` left in a command is refused, not dropped).
+    """
     out: list[str] = []
     problems: list[str] = []
     notes: list[str] = []
-    env: dict[str, str] = {}
-    shell = "/bin/sh"
-    zone = timezone
+    state = _State(zone=timezone)
     names: set[str] = set()
     users: set[str] = set()
+    where = _comment(source)
 
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-
-        def skip(reason: str, number: int = number, line: str = line) -> None:
-            problems.append(f"{source}:{number}: not translated ({reason}): {line}")
-
-        assignment = _ASSIGNMENT.match(line)
-        if assignment:
-            var, value = assignment.group(1), _unquote(assignment.group(2))
-            if var == "SHELL":
-                shell = value
-            elif var == "CRON_TZ":
-                zone = value
-            elif var in _DROPPED:
-                notes.append(
-                    f"{source}:{number}: {var} dropped: cronlease logs command output, "
-                    "it does not mail it"
-                )
-            else:
-                env[var] = value
-            continue
-
-        if line.startswith("@"):
-            macro, _, rest = line.partition(" ")
-            macro = macro.lower()
-            if macro == "@reboot":
-                skip("@reboot has no cronlease equivalent: start it with the service instead")
-                continue
-            if macro not in _MACROS:
-                skip(f"unknown macro {macro}")
-                continue
-            expression, rest = macro, rest.strip()
-        else:
-            parts = line.split(None, 5)
-            if len(parts) < 6:
-                skip("expected five time fields and a command")
-                continue
-            expression, rest = " ".join(parts[:5]), parts[5]
-        user = None
-        if system:
-            user, _, rest = rest.strip().partition(" ")
-            users.add(user)
-        command = rest.strip()
-        if not command:
-            skip("no command")
-            continue
-        if re.search(r"(?<!\\)%", command):
-            skip("an unescaped % feeds standard input in cron; move that input into a script")
-            continue
-        command = command.replace("\\%", "%")
+    lines = text.split("\n")
+    unterminated = lines[-1]  # "" when the text ends with its newline
+    for number, line in enumerate(lines, 1):
         try:
-            schedule = Schedule.cron(expression, timezone=zone)
-        except ConfigError as exc:
-            skip(str(exc))
+            parsed = _read(line, state, number, system=system, last=line is unterminated)
+            if isinstance(parsed, Assignment) and parsed.name in _DROPPED:
+                notes.append(
+                    f"{source}:{number}: {parsed.name} dropped: cronlease logs command "
+                    "output, it does not mail it"
+                )
+            if not isinstance(parsed, Entry):
+                continue
+            entry = parsed
+            schedule = Schedule.cron(entry.when, timezone=state.zone)
+        except (Refused, ConfigError) as exc:
+            problems.append(f"{source}:{number}: not translated ({exc}): {line}")
+            out.append("")
+            out.append(
+                f"# NOT TRANSLATED {where}:{number} ({_comment(str(exc))}): {_comment(line)}"
+            )
             continue
 
+        command = entry.command
         name = _unique(_name_for(command), names)
         out.append("")
-        out.append(f"# {source}:{number}: {line}")
-        if user is not None:
-            out.append(f"# ran as user {user!r}; cronlease runs it as the user it runs as")
+        out.append(f"# {where}:{number}: {_comment(line)}")
+        if entry.user is not None:
+            users.add(entry.user)
+            out.append(
+                f"# ran as user {_comment(repr(entry.user))}; "
+                "cronlease runs it as the user it runs as"
+            )
         out.append(f"[tasks.{name}]")
         out.append(f"cron = {_string(schedule.expression)}")
         if schedule.timezone != "UTC":
             out.append(f"timezone = {_string(schedule.timezone)}")
-        if shell == "/bin/sh":
+        if state.shell == "/bin/sh":
             out.append(f"command = {_string(command)}")
             out.append("shell = true")
         else:
-            out.append(f"command = [{_string(shell)}, {_string('-c')}, {_string(command)}]")
-        if env:
-            pairs = ", ".join(f"{var} = {_string(value)}" for var, value in env.items())
+            out.append(f"command = [{_string(state.shell)}, {_string('-c')}, {_string(command)}]")
+        if state.env:
+            pairs = ", ".join(f"{var} = {_string(value)}" for var, value in state.env.items())
             out.append(f"env = {{ {pairs} }}")
 
     if len(users) > 0:
         notes.append(
-            f"{source}: the crontab ran commands as {', '.join(sorted(users))}; "
+            f"{source}: the crontab ran commands as {_comment(', '.join(sorted(users)))}; "
             "cronlease runs every command as its own user"
         )
     header = [
-        f"# cronlease.toml translated from {source} by `cronlease import-crontab`.",
+        f"# cronlease.toml translated from {where} by `cronlease import-crontab`.",
         "# Every replica running `cronlease run` with this file runs each entry once per tick.",
         '# database = "postgresql://user@host/db"   # or set CRONLEASE_DATABASE_URL; '
         "default sqlite:///cronlease.db",
@@ -167,16 +178,37 @@ def translate_crontab(
     )
 
 
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    return value
+def _read(
+    line: str, state: _State, number: int, *, system: bool, last: bool
+) -> Assignment | Entry | None:
+    """What ``line`` is; an assignment is applied to ``state``."""
+    if last and line.strip(" \t") and not line.lstrip(" \t").startswith("#"):
+        raise Refused("no newline at the end of the file: cron ignores this last line")
+    parsed = read_line(line, system=system)
+    if isinstance(parsed, Assignment):
+        try:
+            state.assign(parsed)
+        except Refused:
+            if state.refused_assignment is None:
+                state.refused_assignment = number
+            raise
+    elif parsed is not None and state.refused_assignment is not None:
+        raise Refused(
+            f"it follows the assignment on line {state.refused_assignment}, which was "
+            "not translated"
+        )
+    return parsed
+
+
+def _comment(text: str) -> str:
+    """``text`` fit for a TOML comment: TOML refuses controls there, terminals misread them."""
+    return escape_controls(text, keep="\t")
 
 
 def _name_for(command: str) -> str:
     """A readable task name from the program a command runs."""
     words = command.split()
-    while words and _ASSIGNMENT.match(words[0]):
+    while words and _ASSIGNED.match(words[0]):
         words.pop(0)  # FOO=bar program ...
     program = os.path.basename(words[0]) if words else ""
     if (

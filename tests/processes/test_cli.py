@@ -19,8 +19,10 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -36,6 +38,7 @@ BACKENDS = ["sqlite", "postgresql"]
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRONLEASE_")}
+    env["PYTHONPATH"] = str(ROOT)  # this tree's cronlease, not the one the venv installed
     env.update(extra or {})
     return env
 
@@ -208,6 +211,63 @@ def test_check_lists_tasks_with_schedule_ttl_and_next_fire_times(tmp_path: Path)
     assert [b - a for a, b in itertools.pairwise(sync_next)] == [90.0, 90.0]
     assert tasks["off"]["enabled"] is False
     assert not database.exists(), "check must not touch the database"
+
+
+def test_check_count_lists_real_local_times_in_text_and_json(tmp_path: Path) -> None:
+    write_config(
+        tmp_path,
+        f"sqlite:///{tmp_path / 'never.db'}",
+        """
+        [tasks.nightly]
+        command = "true"
+        cron = "30 2 * * *"
+        timezone = "Europe/Berlin"
+
+        [tasks.sync]
+        command = "true"
+        every = "90s"
+        """,
+    )
+    berlin = ZoneInfo("Europe/Berlin")
+    result = cli("check", "--count", "9", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    listed: dict[str, list[datetime]] = {}
+    task = ""
+    for line in result.stdout.splitlines():
+        if line and not line.startswith(" ") and "  " in line:
+            task = line.split()[0]
+        elif line.startswith("  next: "):
+            listed.setdefault(task, []).append(
+                datetime.fromisoformat(line[8:].replace("Z", "+00:00"))
+            )
+    assert {name: len(times) for name, times in listed.items()} == {"nightly": 9, "sync": 9}
+    for local in listed["nightly"]:
+        there = local.astimezone(berlin)  # the wall time exists, with Berlin's offset then
+        assert (local.utcoffset(), local.replace(tzinfo=None)) == (
+            there.utcoffset(),
+            there.replace(tzinfo=None),
+        )
+        assert (local.minute, local.hour in (2, 3)) == (30, True) or local.minute == 0
+    assert all(t.utcoffset() == timedelta(0) for t in listed["sync"])
+
+    data = cli_json("check", "--count", "9", cwd=tmp_path)
+    assert data["count"] == 9
+    tasks = {task["name"]: task for task in data["tasks"]}
+    for name, times in listed.items():
+        fires = tasks[name]["fires"]
+        assert [datetime.fromisoformat(f["local"].replace("Z", "+00:00")) for f in fires] == times
+        for fire in fires:
+            utc = datetime.fromisoformat(fire["utc"].replace("Z", "+00:00"))
+            assert utc.utcoffset() == timedelta(0)
+            assert fire["slot"] == round(utc.timestamp() * 1000)
+            assert datetime.fromisoformat(fire["local"].replace("Z", "+00:00")) == utc
+        assert tasks[name]["next"] == [f["local"] for f in fires]
+    assert len(cli_json("check", cwd=tmp_path)["tasks"][0]["fires"]) == 3  # the default
+
+    for bad, why in (("0", "at least 1"), ("1001", "at most 1000"), ("x", "not an integer")):
+        refused = cli("check", "--count", bad, cwd=tmp_path)
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert "--count" in refused.stderr and why in refused.stderr
 
 
 # --- the fleet: two replicas, pause, resume, status, history ---------------------------
@@ -573,8 +633,13 @@ def test_import_crontab_prints_a_config_that_checks(tmp_path: Path) -> None:
         "@hourly date\n"
         "@reboot /usr/local/bin/warm-up\n"
     )
-    result = cli("import-crontab", str(crontab), "--timezone", "Europe/Istanbul", cwd=tmp_path)
-    assert result.returncode == 1  # one line could not be translated
+    refused = cli("import-crontab", str(crontab), "--timezone", "Europe/Istanbul", cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == ""  # one line cannot be translated
+    assert "crontab:4: not translated (@reboot" in refused.stderr
+    result = cli(
+        "import-crontab", str(crontab), "--timezone", "Europe/Istanbul", "--partial", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
     assert "crontab:4: not translated (@reboot" in result.stderr
     (tmp_path / "cronlease.toml").write_text(result.stdout)
     checked = cli_json("check", cwd=tmp_path)
