@@ -29,13 +29,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cronlease._timing import crontab
+
 __all__ = ["MACROS", "Assignment", "Entry", "Refused", "read_assignment", "read_line"]
 
 BLANKS = " \t"
 # C's isspace() in cron's locale: what load_env skips and trims.
 _C_SPACE = " \t\n\v\f\r"
 # Case matters: cron compares macro names with strcmp.
-MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+MACROS = frozenset(crontab.MACROS)
 _FIELD_NAMES = ["minute", "hour", "day-of-month", "month", "day-of-week"]
 _FIELD_CHARS = re.compile(r"[0-9A-Za-z*,/-]+")
 # A single value with a step ("5/10"): Debian's cron reads it as the value
