@@ -215,10 +215,12 @@ class Acquisition:
                     tick.task.full_name,
                     "future",
                     "refused as ahead of the database clock",
-                    "%s: tick %s refused: the slot is ahead of the database clock; "
-                    "is this host's clock fast?",
+                    "%s: tick %s refused: its slot is more than %g s (the tolerance) ahead "
+                    "of the database clock, so this host's clock is fast; the rest of the "
+                    "fleet runs it on time. Fix NTP here",
                     tick.task.full_name,
                     tick.fire_time.isoformat(),
+                    round(candidate.request.tolerance, 3),
                 )
             elif debug:
                 logger.debug(

@@ -15,12 +15,18 @@ per task happens after the fire, on the tick path (docs/design.md §4).
 APScheduler calls ``submit_job`` once per due job within one pass of
 ``_process_jobs``. :class:`BatchingScheduler` tells the executor when a pass
 ends; the executor then hands every tick of that pass, as one batch, to the
-:class:`~cronlease._run.acquirer.Acquirer`.
+:class:`~cronlease._run.acquirer.Acquirer`. It also wakes at least every
+second and watches for wall-clock steps (:mod:`cronlease._run.clock_steps`):
+APScheduler computes its waits from the wall clock, so after a step back it
+would sleep until its jobs' old next run times. On a step it re-anchors its
+jobs at the new wall-clock time, on its own thread, through APScheduler's
+public job API (its ``_jobstores_lock`` is reentrant and taken by each call).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -28,10 +34,13 @@ from typing import Any
 
 from apscheduler.executors.base import BaseExecutor
 from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.schedulers.base import STATE_PAUSED
 from apscheduler.triggers.interval import IntervalTrigger
 
 from cronlease._run.acquirer import Acquirer, Fired
+from cronlease._run.clock_steps import WAKE_INTERVAL, StepWatch
 from cronlease._run.runner import TickRunner
 from cronlease._run.stopping import Deadline
 from cronlease._run.ticks import Tick
@@ -39,6 +48,8 @@ from cronlease._run.workers import WorkerPool
 from cronlease._task import Task
 
 __all__ = ["BatchingScheduler", "Firing", "LeaseExecutor"]
+
+logger = logging.getLogger("cronlease")
 
 
 class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
@@ -106,16 +117,72 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
 
 
 class BatchingScheduler(BackgroundScheduler):  # type: ignore[misc]
-    """A BackgroundScheduler that tells its executors when a pass over due jobs has ended."""
+    """A BackgroundScheduler that tells its executors when a pass over due jobs has ended,
+    wakes at least every :data:`WAKE_INTERVAL` seconds, and re-anchors its jobs when the
+    wall clock steps.
+
+    Everything here runs on APScheduler's own thread, inside its main loop.
+    """
+
+    #: jobs to run at once after a step (the clock check: measure the new skew now)
+    run_after_step: tuple[str, ...] = ()
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._steps = StepWatch()
 
     def _process_jobs(self) -> float | None:
+        if self.state == STATE_PAUSED:
+            return None
+        step = self._steps.step()
+        if step is not None:
+            self._reanchor(step)
         try:
             wait_seconds: float | None = super()._process_jobs()
         finally:
             for executor in list(self._executors.values()):
                 if isinstance(executor, LeaseExecutor):
                     executor.flush()
-        return wait_seconds
+        # None: no job at all (or paused), nothing to watch for until one is added
+        return None if wait_seconds is None else min(wait_seconds, WAKE_INTERVAL)
+
+    def _reanchor(self, step: float) -> None:
+        """Move the jobs to the new wall-clock time after a step of ``step`` seconds.
+
+        Back: each job's next run time lies up to ``-step`` seconds in the new
+        clock's future; it becomes the trigger's first fire time from now, so the
+        replica fires at once (slots the fleet already ran are refused ``taken`` by
+        the lease's slot cursor: which ones those are only the database knows).
+        Forward: the jobs are due already; APScheduler coalesces each one's
+        jumped-over fire times into the latest (``coalesce=True``), which the tick
+        path admits only within its grace: one tick per task at most, never a burst.
+        """
+        now = datetime.now(self.timezone)
+        moved = 0
+        for job in self.get_jobs():
+            due = job.next_run_time
+            if due is None:  # a paused job stays paused
+                continue
+            fire = now if job.id in self.run_after_step else None
+            if fire is None and step < 0:
+                fire = job.trigger.get_next_fire_time(None, now)
+            if fire is None or fire >= due:
+                continue
+            try:
+                self.modify_job(job.id, next_run_time=fire)
+            except JobLookupError:  # removed meanwhile
+                continue
+            moved += job.id not in self.run_after_step
+        logger.warning(
+            "this host's wall clock stepped %+.1f s (against the monotonic clock): %s; "
+            "fix NTP here if this repeats",
+            step,
+            f"{moved} schedule(s) re-anchored at the new time (slots the fleet already "
+            "ran are refused by the lease)"
+            if step < 0
+            else "the ticks stepped over are not run: each schedule fires once, at the "
+            "latest of them, run only within its grace",
+        )
 
 
 def _never_called() -> None:  # APScheduler wants a callable per job; the executor runs the task
@@ -153,6 +220,7 @@ class Firing:
                 "misfire_grace_time": None,
             },
         )
+        self.apscheduler.run_after_step = tuple(job_id for job_id, _, _ in upkeep)
         for job_id, call, seconds in upkeep:
             self.apscheduler.add_job(
                 call,

@@ -71,7 +71,7 @@ def build_report(
     Lease rows of ``namespace`` that no declared task owns are orphaned,
     except those of ``internal`` tasks (declared names, e.g. the built-in
     housekeeping task). ``now`` is this host's clock (next fire times); lease
-    expiry and overdue ticks are judged on the database clock. ``since`` is as
+    expiry and overdue ticks are judged on the database clock, never this host's. ``since`` is as
     for :func:`~cronlease._status.rules.is_overdue`.
     """
     rows = {row.name: row for row in snapshot.leases}
@@ -142,7 +142,7 @@ def _task_status(
         overdue=(
             task is not None
             and db_now is not None
-            and is_overdue(task, row, now=now, db_now=db_now, since=since)
+            and is_overdue(task, row, db_now=db_now, since=since)
         ),
         runs=runs,
     )

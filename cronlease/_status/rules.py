@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 from cronlease._lease.model import LeaseInfo
 from cronlease._lease.store import LeaseStore
@@ -149,14 +149,16 @@ def is_overdue(
     task: DeclaredTask,
     row: LeaseInfo | None,
     *,
-    now: datetime,
     db_now: float,
     since: datetime | None = None,
 ) -> bool:
-    """Whether the first tick after the last one the fleet took is later than its grace.
+    """Whether the first tick after the last one the fleet took is later than its grace,
+    by the database clock (``db_now``).
 
-    Paused and disabled tasks are never overdue, nor is one whose lease a run
-    holds (ticks inside a held lease are skipped). ``since`` ignores fire
+    The database's, not this host's: a replica whose wall clock stepped back an
+    hour judged by its own clock that nothing was due yet while the fleet ran
+    nothing. Paused and disabled tasks are never overdue, nor is one whose lease a
+    run holds (ticks inside a held lease are skipped). ``since`` ignores fire
     times before it (e.g. before this replica started, when a task that never
     ran has no slot cursor yet).
     """
@@ -168,6 +170,7 @@ def is_overdue(
     floors = [t for t in (since, None if cursor is None else time_of_slot(cursor)) if t]
     if not floors:
         return False
+    now = datetime.fromtimestamp(db_now, timezone.utc)
     expected = task.schedule.next_fire_time(max(floors))
     if expected is None or expected > now:
         return False

@@ -3,8 +3,8 @@
 Lease timing uses only the database clock, so skew cannot break exactly-once.
 It still matters: slots come from this host's clock, and a host running
 ahead by more than half an interval (at most 60 s) has its ticks refused as "from the
-future" (the gate that protects the rest of the fleet). The detector says so
-before that happens.
+future" (the gate that protects the rest of the fleet, which runs them on time).
+The detector says so, and why.
 """
 
 from __future__ import annotations
@@ -18,6 +18,12 @@ from cronlease._lease.store import LeaseStore
 __all__ = ["ClockCheck", "SkewDetector", "measure_skew"]
 
 logger = logging.getLogger("cronlease")
+#: why a fast host's ticks are refused, for its skew warning
+AHEAD = (
+    " (a tick whose slot lies more than its tolerance, half its gap and at most 60 s, "
+    "ahead of the database clock is refused here as 'future'; the rest of the fleet "
+    "runs it on time)"
+)
 
 
 @dataclass(frozen=True)
@@ -61,10 +67,11 @@ class SkewDetector:
         if beyond and not self._warned:
             logger.warning(
                 "this host's clock is %+.3f s off the database clock (±%.3f s); beyond %.3f s "
-                "some ticks of the shortest task may be refused or skipped: fix NTP here",
+                "some ticks of the shortest task may be refused or skipped%s: fix NTP here",
                 -measured.skew,
                 measured.error_bound,
                 self.threshold,
+                AHEAD if measured.skew < 0 else "",
             )
         elif not beyond and self._warned:
             logger.info("clock skew back within bounds: %+.3f s", -measured.skew)

@@ -48,3 +48,18 @@ def test_a_task_s_own_grace_counts() -> None:
     assert due is not None
     assert pulse.stall([patient], due + timedelta(seconds=30 + PULSE_SLACK - 0.1)) is None
     assert pulse.stall([patient], due + timedelta(seconds=30 + PULSE_SLACK + 0.1)) is not None
+
+
+def test_a_wall_clock_stepped_back_after_the_beat_does_not_hide_a_stall() -> None:
+    # Issue 12: stepped back an hour, the tick after the last beat looked an hour away
+    # by the wall clock while the timer slept; the monotonic clock says how long it was.
+    wall, monotonic = [1_000_000.0], [50.0]
+    pulse = Pulse(wall=lambda: wall[0], monotonic=lambda: monotonic[0])
+    pulse.beat()
+    tasks = [task("1s", "a")]  # grace 0.5 s: stalled 1 + 0.5 + PULSE_SLACK s after the beat
+    wall[0] -= 3600
+    monotonic[0] += 1 + 0.5 + PULSE_SLACK - 0.1
+    assert pulse.stall(tasks) is None
+    monotonic[0] += 0.2
+    problem = pulse.stall(tasks)
+    assert problem is not None and "decided no tick for 7 s" in problem

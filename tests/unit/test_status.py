@@ -83,13 +83,14 @@ def report(
     internal: Sequence[str] = (),
     since: datetime | None = None,
     scrub: Scrubber = NO_SCRUBBING,
+    now: datetime = NOW,
 ) -> StatusReport:
     snapshot = Snapshot(leases=tuple(rows), runs=runs or {}, db_now=DB_NOW)
     return build_report(
         snapshot,
         declared,
         database="sqlite:///x.db",
-        now=NOW,
+        now=now,
         namespace=namespace,
         internal=internal,
         since=since,
@@ -303,6 +304,15 @@ def test_a_task_is_overdue_once_its_next_tick_is_later_than_its_grace() -> None:
         [lease("t", slot=NOW - timedelta(seconds=14))],
         DeclaredTask(name="t", schedule=EVERY_10S, grace=1.0),
     ).overdue
+
+
+def test_overdue_is_judged_on_the_database_clock_not_this_host_s() -> None:
+    # Issue 12: a lone replica whose wall clock stepped back an hour ran nothing, and
+    # health() said ok: by its own clock the next tick was still an hour away.
+    task = DeclaredTask(name="t", schedule=EVERY_10S)
+    behind, ahead = NOW - timedelta(hours=1), NOW + timedelta(hours=1)
+    assert one([lease("t", slot=NOW - timedelta(seconds=60))], task, now=behind).overdue
+    assert not one([lease("t", slot=NOW - timedelta(seconds=2))], task, now=ahead).overdue
 
 
 def test_paused_held_and_never_run_tasks_are_not_overdue() -> None:

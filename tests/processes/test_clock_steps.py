@@ -1,0 +1,171 @@
+"""A replica whose wall clock steps +1 h and back keeps firing, and nothing runs twice or early.
+
+Three replica processes on one database; libfaketime steps the wall clock of
+one of them at run time (an offset file it re-reads at every call), leaving
+its monotonic clock alone, as NTP, a VM restore or ``date -s`` would. On
+SQLite all three are stepped: a SQLite file's replicas share a host and its
+clock, and the lease statement's ``julianday('now')`` is the stepped
+process's own (one stepped process alone is a split no deployment can have).
+
+The ledger records the database clock at each run's start (the writer's
+query, not its faked wall clock): a slot may lie at most its tolerance ahead
+of it. One exception, on SQLite only: a run acquired just before the host's
+clock stepped back and started just after reads the stepped-back clock; it
+was on time by the clock it was acquired on (an hour later). Times are DOUBLE
+columns: MariaDB's FLOAT is single precision, 128 s apart at today's epoch.
+
+The proof that the timer does not oversleep: the stepped replica decides a
+tick of the new time within seconds of each step (before the fix, after the
+step back it slept for the hour its jobs' next run times had moved away), and
+on a server database its own task (no other replica declares it) runs again.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cronlease._timing.schedule import Schedule, time_of_slot
+from tests.support import stepped_replica
+from tests.support.procs import Proc, wait_for
+
+pytestmark = pytest.mark.slow
+
+LIBFAKETIME = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
+HOUR = 3600.0
+#: how soon after a step the stepped replica must decide a tick of the new time
+#: (its timer wakes every second; the bug it guards against costs the whole hour)
+REFIRE_WITHIN = 10.0
+TICK_LINE = re.compile(r"TICK (\S+) (\d+) (\S+)")
+
+
+class SteppedClock:
+    """A wall-clock offset that libfaketime reads afresh at every time call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.set(0)
+
+    def set(self, offset: float) -> None:
+        # written whole then renamed: a reader never sees a half-written offset
+        fresh = self.path.with_suffix(".new")
+        fresh.write_text(f"{offset:+.0f}\n")
+        os.replace(fresh, self.path)
+
+    def env(self) -> dict[str, str]:
+        return {
+            "LD_PRELOAD": LIBFAKETIME[0],
+            "FAKETIME_TIMESTAMP_FILE": str(self.path),
+            "FAKETIME_NO_CACHE": "1",
+            "DONT_FAKE_MONOTONIC": "1",  # timers keep the real monotonic clock
+        }
+
+
+def decided(replica: Proc, tasks: set[str]) -> list[tuple[str, int, str]]:
+    """(task, slot, outcome) of every tick of ``tasks`` the replica decided so far."""
+    found = (TICK_LINE.search(line) for line in replica.stderr().splitlines())
+    return [(m.group(1), int(m.group(2)), m.group(3)) for m in found if m and m.group(1) in tasks]
+
+
+def wait_decided(
+    replica: Proc, tasks: set[str], wanted: Callable[[int], bool], timeout: float, what: str
+) -> list[tuple[str, int, str]]:
+    return wait_for(
+        lambda: [tick for tick in decided(replica, tasks) if wanted(tick[1])],
+        timeout,
+        what,
+        interval=0.1,
+    )
+
+
+@pytest.mark.skipif(
+    not LIBFAKETIME,
+    reason="libfaketime is not installed (Debian package 'faketime'; .ci/run installs it)",
+)
+def test_a_replica_stepped_forward_and_back_refires_at_once_and_never_early_or_twice(
+    db_url: str, task_name: str, tmp_path: Path
+) -> None:
+    stepped_replica.setup(db_url)
+    every, cron, solo = (f"{task_name}-{kind}" for kind in ("every", "cron", "solo"))
+    one_host = db_url.startswith("sqlite")
+    clock = SteppedClock(tmp_path / "faketime.rc")
+    args = ("-m", "tests.support.stepped_replica", db_url, task_name)
+    stepped = Proc(*args, env={**clock.env(), "CRONLEASE_TEST_SOLO": "1"})
+    others = [Proc(*args, env=clock.env() if one_host else None) for _ in range(2)]
+    replicas = [stepped, *others]
+    own = {every, solo}
+    try:
+        for replica in replicas:
+            replica.expect("started")
+        wait_for(lambda: len(stepped_replica.entries(db_url, every)) >= 3, 30, "three runs")
+
+        forward_at = time.time()
+        clock.set(+HOUR)
+        new_time = (forward_at + HOUR - 2) * 1000
+        wait_decided(stepped, own, lambda s: s >= new_time, REFIRE_WITHIN, "a tick after +1 h")
+        # a cron tick falls while the clock is an hour ahead (on a server database the
+        # stepped replica's is refused as from the future; the others run it on time)
+        wait_for(lambda: stepped_replica.entries(db_url, cron), 75, "a * * * * * run")
+        wait_decided(stepped, own, lambda s: s >= new_time + 2000, 10, "ticks after +1 h")
+        ahead_for = time.time() - forward_at
+
+        back_at, back_from = time.time(), time.monotonic()
+        clock.set(0)
+        back_until = time.monotonic()
+        now_again = (back_at - 2) * 1000
+
+        def of_the_real_time(slot: int) -> bool:
+            return now_again <= slot < now_again + HOUR * 500
+
+        wait_decided(stepped, own, of_the_real_time, REFIRE_WITHIN, "a tick after -1 h")
+        if not one_host:
+            # its own task runs again: nothing else fires it
+            wait_for(
+                lambda: [s for s, *_ in stepped_replica.entries(db_url, solo) if s >= now_again],
+                REFIRE_WITHIN,
+                "a run of the stepped replica's own task after -1 h",
+            )
+            wait_for(
+                lambda: (
+                    sum(s >= now_again for s, *_ in stepped_replica.entries(db_url, every)) >= 3
+                ),
+                20,
+                "three runs after -1 h",
+            )
+    finally:
+        codes = [replica.terminate() for replica in replicas]
+    assert codes == [0, 0, 0], [replica.stderr()[-3000:] for replica in replicas]
+
+    for name, schedule in ((every, Schedule.every("1s")), (cron, Schedule.cron("* * * * *"))):
+        runs = stepped_replica.entries(db_url, name)
+        duplicates = {slot: n for slot, n in Counter(s for s, *_ in runs).items() if n > 1}
+        assert not duplicates, f"{name}: slots run more than once: {duplicates}"
+        for slot, pid, db_time, started in runs:
+            ahead = slot / 1000 - db_time
+            tolerance = schedule.tolerance(time_of_slot(slot))
+            acquired_before_the_step_back = (
+                one_host and back_from <= started <= back_until + 2.0 and ahead - HOUR <= tolerance
+            )
+            assert ahead <= tolerance or acquired_before_the_step_back, (
+                f"{name}: slot {slot} ran {ahead:.1f} s early (pid {pid})"
+            )
+    solo_runs = [slot for slot, *_ in stepped_replica.entries(db_url, solo)]
+    assert len(solo_runs) == len(set(solo_runs))
+
+    told = stepped.stderr()
+    assert "this host's wall clock stepped +3600" in told, told[-3000:]
+    assert "this host's wall clock stepped -3600" in told, told[-3000:]
+    if not one_host:  # refused as from the future, and told why
+        assert "the rest of the fleet runs it on time" in told, told[-3000:]
+
+    # No burst through the hour stepped over: the stepped replica decided about one tick
+    # per second of each task while it was ahead, not the 3,600 the hour held.
+    ahead = {(t, s) for t, s, _ in decided(stepped, own) if s >= new_time}
+    assert len(ahead) <= len(own) * (ahead_for + 3), sorted(ahead)[:10]
