@@ -40,15 +40,31 @@ class ClockCheck:
         return self.round_trip / 2
 
 
-def measure_skew(store: LeaseStore) -> ClockCheck:
-    """Ask the database for its time, allowing for the round trip; raises StoreError."""
-    before = time.time()
-    started = time.monotonic()
-    database = store.database_time()
-    round_trip = time.monotonic() - started
-    return ClockCheck(
-        skew=database - (before + round_trip / 2), round_trip=round_trip, database_time=database
-    )
+def measure_skew(store: LeaseStore, samples: int = 3) -> ClockCheck:
+    """Ask the database for its time, allowing for the round trip; raises StoreError.
+
+    The sample with the shortest round trip is kept (as NTP does): the error bound is
+    half the round trip, and one query that waited behind a busy database (three
+    replicas creating their schema at once on two cores) widened it past the skew it
+    was meant to show, so a fast host went unwarned.
+    """
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples!r}")
+    best: ClockCheck | None = None
+    for _ in range(samples):
+        before = time.time()
+        started = time.monotonic()
+        database = store.database_time()
+        round_trip = time.monotonic() - started
+        check = ClockCheck(
+            skew=database - (before + round_trip / 2),
+            round_trip=round_trip,
+            database_time=database,
+        )
+        if best is None or check.round_trip < best.round_trip:
+            best = check
+    assert best is not None
+    return best
 
 
 class SkewDetector:
