@@ -50,6 +50,9 @@ class TaskDeclarations:
         lease_ttl: object = None,
         grace: object = None,
         timeout: object = None,
+        retries: int = 0,
+        retry_delay: object = "10s",
+        recover: bool = False,
         args: tuple[Any, ...] = (),
         kwargs: Mapping[str, Any] | None = None,
     ) -> Callable[[F], F]: ...
@@ -61,6 +64,10 @@ class TaskDeclarations:
         may be ``async def``. ``timeout=`` bounds a run: an ``async def`` task is
         cancelled; a plain function cannot be stopped, so its run is recorded
         ``timed_out`` and its lease left to expire (README, "Timeouts").
+        ``retries=N`` runs a failed scheduled slot again, up to N times, after
+        ``retry_delay`` (default 10 s) doubled per attempt; ``recover=True`` runs a
+        slot whose replica died mid-run again on a survivor (README, "Retries and
+        crash recovery").
         Raises :class:`ConfigError` for an invalid declaration or a duplicate
         name. Returns the function unchanged.
         """
