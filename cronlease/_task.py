@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection
+from sqlalchemy.engine import Connection
 
+from cronlease._lease.fencing import verify_lease
 from cronlease._lease.model import check_task_name
 from cronlease._timing.schedule import Schedule, parse_duration, time_of_slot
 from cronlease.errors import ConfigError
@@ -19,7 +20,13 @@ from cronlease.errors import ConfigError
 __all__ = [
     "CATCH_UP_POLICIES",
     "DEFAULT_RETRY_DELAY",
-    "MAX_RETRIES", "CatchUp", "Liveness", "RunContext", "Task", "takes_context"]
+    "MAX_RETRIES",
+    "CatchUp",
+    "Liveness",
+    "RunContext",
+    "Task",
+    "takes_context",
+]
 
 CatchUp = Literal["skip", "latest", "all"]
 CATCH_UP_POLICIES: tuple[str, ...] = ("skip", "latest", "all")
@@ -125,9 +132,6 @@ class RunContext:
         It locks the lease row for share until ``connection``'s transaction ends, so no
         other attempt can take the lease between the check and the commit.
         """
-        # imported here: the lease layer imports this module's names at load
-        from cronlease._lease.fencing import verify_lease
-
         verify_lease(connection, name=self._stored_name, fence=self.fence, holder=self._holder)
 
     def __repr__(self) -> str:

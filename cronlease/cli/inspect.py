@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from cronlease._lease.model import RunRecord
 from cronlease._lease.store import LeaseStore
 from cronlease._run.housekeeping import HOUSEKEEPING_TASK
+from cronlease._run.watcher import STUCK_WATCHER_TASK
 from cronlease._status import (
     DeclaredTask,
     RunStatus,
@@ -105,7 +106,12 @@ def _read(store: LeaseStore, config: Config | None, *, missing: bool) -> StatusR
         return build_report(Snapshot(), declared, database=store.url, now=now, namespace=namespace)
     store.create_tables()
     report = read_status(
-        store, declared, namespace=namespace, internal=(HOUSEKEEPING_TASK,), runs=1, clock=True
+        store,
+        declared,
+        namespace=namespace,
+        internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
+        runs=1,
+        clock=True,
     )
     if report.database_error is not None:
         raise Failure(report.database_error)

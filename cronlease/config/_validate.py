@@ -218,18 +218,14 @@ class Validator:
         retries = table.get("retries", 0)
         if type(retries) is not int or not 0 <= retries <= MAX_RETRIES:
             raise self.error(
-                f"must be a whole number from 0 to {MAX_RETRIES}, not {table.get('retries')!r}",
-                task=name,
-                key="retries",
+                f"must be a whole number from 0 to {MAX_RETRIES}", task=name, key="retries"
             )
         retry_delay = self.duration(name, table, "retry_delay")
         if retry_delay is not None and retry_delay > 86400.0:
             raise self.error("must be at most 1 day", task=name, key="retry_delay")
         recover = table.get("recover", False)
         if not isinstance(recover, bool):
-            raise self.error(
-                f"must be true or false, not {_toml_type(recover)}", task=name, key="recover"
-            )
+            raise self.error("must be true or false", task=name, key="recover")
         common = {
             "name": stored,
             "schedule": schedule,
