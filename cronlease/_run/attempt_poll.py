@@ -38,7 +38,7 @@ __all__ = ["ATTEMPTS_PER_PASS", "NAMES_PER_QUERY", "POLL_SECONDS", "AttemptPoll"
 logger = logging.getLogger("cronlease")
 
 #: how often the database is asked for candidates
-POLL_SECONDS = 1.0
+POLL_SECONDS = 0.5
 #: attempts one pass of one replica starts at most
 ATTEMPTS_PER_PASS = 8
 #: task names per candidates query (a bound on the statement's parameters)
