@@ -1,184 +1,443 @@
-"""Retries on every backend: attempts 2, 3, ... of a slot after a failed one (issue 13).
+"""Further attempts (retries, recoveries), the stuck watcher and fenced writes, on every
+backend (docs/design.md §3.9, issue 13).
 
-A real scheduler on a real database; every attempt the task makes is counted
-at the attempts ledger (tests/support/attempt_ledger.py), not from the
-scheduler's own account. Backoff is asserted as a lower bound only.
+Slots come from the database clock, leases expire by a short TTL polled with a
+deadline, never a guessed sleep.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, event, select
+from sqlalchemy.engine import Engine
 
-from cronlease import RunContext, RunFinished, RunRecord, RunStarted, Scheduler
-from cronlease._run.attempts import backoff
-from cronlease._run.watcher import STUCK_WATCHER_TASK
-from cronlease._timing.schedule import slot_of
-from tests.support import attempt_ledger
-from tests.support.attempt_ledger import Entry
-from tests.support.procs import wait_for
+from cronlease._lease.database import create_store_engine, normalize_url
+from cronlease._lease.fencing import verify_lease
+from cronlease._lease.model import AcquireRequest, AttemptRequest, Lease, Refusal
+from cronlease._lease.store import LeaseStore
+from cronlease.errors import LeaseLostError, RowRefused, StoreError
+from tests.support.leases import won
 
-DELAY = 0.2
-
-
-@contextmanager
-def running(scheduler: Scheduler) -> Iterator[Scheduler]:
-    try:
-        with scheduler:
-            yield scheduler
-    finally:
-        scheduler.store.dispose()
+HOLDER = "host:1:attempts"
+SHORT_TTL = 0.3
+WaitFor = Callable[..., Any]
 
 
-def by_slot(entries: list[Entry]) -> dict[int, list[Entry]]:
-    slots: dict[int, list[Entry]] = {}
-    for entry in entries:
-        slots.setdefault(entry.slot, []).append(entry)
-    return slots
+@pytest.fixture
+def slot(store: LeaseStore) -> int:
+    return int(store.database_time() * 1000) - 60_000
 
 
-def recorded(scheduler: Scheduler, name: str, slot: int) -> list[RunRecord]:
-    """The finished attempts of ``slot``, by attempt."""
-    runs = [r for r in scheduler.store.history(name, 50) if r.slot == slot]
-    return sorted((r for r in runs if r.outcome != "running"), key=lambda r: r.attempt)
+def take(store: LeaseStore, name: str, slot: int, ttl: float = 30.0) -> Lease:
+    lease = won(store.acquire(AcquireRequest(name=name, slot=slot, ttl=ttl, holder=HOLDER)))
+    assert lease is not None
+    return lease
 
 
-def declare_failing(
-    scheduler: Scheduler, db_url: str, name: str, *, fail_until: int, **options: object
+def again(lease: Lease, attempt: int = 2, **options: Any) -> AttemptRequest:
+    options.setdefault("ttl", 30.0)
+    options.setdefault("holder", HOLDER)
+    options.setdefault("recovering", False)
+    return AttemptRequest(
+        name=lease.name, slot=lease.slot, after_fence=lease.fence, attempt=attempt, **options
+    )
+
+
+def reacquire(store: LeaseStore, request: AttemptRequest) -> Lease | Refusal:
+    (result,) = store.reacquire_many([request])
+    return result
+
+
+def expire(store: LeaseStore, name: str, wait_for: WaitFor) -> None:
+    row = store.leases([name])[0]
+    wait_for(lambda: store.database_time() > row.expires_at, timeout=5.0)
+
+
+# --- reacquire_many -----------------------------------------------------------
+
+
+def test_retry_after_a_failure_is_granted_with_the_next_fence(
+    store: LeaseStore, task_name: str, slot: int
 ) -> None:
-    @scheduler.task(every="5s", name=name, **options)  # type: ignore[call-overload]
-    def flaky(ctx: RunContext) -> None:
-        attempt_ledger.append(db_url, name, ctx)
-        if ctx.attempt <= fail_until:
-            raise RuntimeError(f"attempt {ctx.attempt} fails")
-
-
-@pytest.mark.slow
-def test_failing_twice_then_succeeding_runs_attempts_one_to_three(
-    db_url: str, task_name: str
-) -> None:
-    attempt_ledger.setup(db_url)
-    scheduler = Scheduler(db_url)
-    events: list[RunStarted | RunFinished] = []
-    scheduler.listen(events.append, RunStarted, RunFinished)
-    declare_failing(scheduler, db_url, task_name, fail_until=2, retries=2, retry_delay=DELAY)
-    with running(scheduler):
-        done = wait_for(
-            lambda: [
-                a
-                for a in by_slot(attempt_ledger.entries(db_url, task_name)).values()
-                if len(a) >= 3
-            ],
-            30,
-            "a slot with three attempts",
-        )
-        first = done[0]
-        slot = first[0].slot
-        history = wait_for(
-            lambda: len(done := recorded(scheduler, task_name, slot)) >= 3 and done,
-            10,
-            "three recorded attempts",
-        )
-    assert [e.attempt for e in first] == [1, 2, 3]
-    assert not any(e.recovering for e in first)
-    assert len({e.key for e in first}) == 1  # one idempotency key for the slot
-    for previous, following in itertools.pairwise(first):
-        assert following.at - previous.at >= backoff(DELAY, previous.attempt)
-    assert [r.attempt for r in history] == [1, 2, 3]
-    assert [r.outcome for r in history] == ["failed", "failed", "succeeded"]
-    fences = [r.fence for r in history]
-    assert fences == sorted(fences) and len(set(fences)) == 3
-    started = [e for e in events if isinstance(e, RunStarted) and e.slot == slot]
-    finished = [e for e in events if isinstance(e, RunFinished) and e.slot == slot]
-    assert [e.attempt for e in started[:3]] == [e.attempt for e in finished[:3]] == [1, 2, 3]
-    assert [e.outcome for e in finished[:3]] == ["failed", "failed", "succeeded"]
-    # no more attempts of a slot that succeeded
-    assert [e.attempt for e in by_slot(attempt_ledger.entries(db_url, task_name))[slot]] == [
-        1,
-        2,
-        3,
+    first = take(store, task_name, slot)
+    store.finish(first, "failed", "boom")
+    second = reacquire(store, again(first, ttl=12.5))
+    assert isinstance(second, Lease)
+    assert (second.slot, second.fence, second.attempt, second.manual) == (slot, 2, 2, False)
+    assert second.holder.startswith(HOLDER + "#") and second.holder != first.holder
+    row = store.leases([task_name])[0]
+    assert (row.fence, row.slot, row.holder) == (2, slot, second.holder)
+    assert row.expires_at == pytest.approx(row.acquired_at + 12.5, abs=1e-3)
+    history = store.history(task_name)
+    assert [(r.attempt, r.fence, r.outcome, r.slot) for r in history] == [
+        (2, 2, "running", slot),
+        (1, 1, "failed", slot),
     ]
+    assert history[0].started_at == pytest.approx(row.acquired_at, abs=1e-3)
+    # the attempt's lease works as any other: renew, finish by fence and holder
+    assert store.heartbeat(second)
+    store.finish(second, "succeeded")
+    assert store.history(task_name)[0].outcome == "succeeded"
+    third = reacquire(store, again(second, attempt=3))
+    assert isinstance(third, Lease) and third.fence == 3
 
 
-@pytest.mark.slow
-def test_with_one_retry_a_slot_ends_failed_after_two_attempts(db_url: str, task_name: str) -> None:
-    attempt_ledger.setup(db_url)
-    scheduler = Scheduler(db_url)
-    declare_failing(scheduler, db_url, task_name, fail_until=99, retries=1, retry_delay=DELAY)
-    with running(scheduler):
-        # the slot after the one retried has begun: nothing more comes for the first
-        slots = wait_for(
-            lambda: (
-                (s := by_slot(attempt_ledger.entries(db_url, task_name)))
-                and len(s) >= 2
-                and len(next(iter(s.values()))) >= 2
-                and s
-            ),
-            30,
-            "two attempts of a slot, then the next slot",
-        )
-        first_slot = min(slots)
-        records = recorded(scheduler, task_name, first_slot)
-    assert [e.attempt for e in slots[first_slot]] == [1, 2]
-    assert [(r.attempt, r.outcome) for r in records] == [(1, "failed"), (2, "failed")]
+def test_refused_held_while_the_lease_is_held(store: LeaseStore, task_name: str, slot: int) -> None:
+    first = take(store, task_name, slot, ttl=30.0)
+    refusal = reacquire(store, again(first))
+    assert isinstance(refusal, Refusal) and refusal.reason == "held"
+    assert refusal.expires_in is not None and 25 < refusal.expires_in <= 30
+    assert [r.attempt for r in store.history(task_name)] == [1]
 
 
-@pytest.mark.slow
-def test_a_retry_that_would_reach_the_next_fire_time_is_not_started(
-    db_url: str, task_name: str
+def test_refused_taken_after_a_newer_tick(store: LeaseStore, task_name: str, slot: int) -> None:
+    first = take(store, task_name, slot)
+    store.finish(first, "failed")
+    newer = take(store, task_name, slot + 1000)
+    store.finish(newer, "succeeded")
+    assert reacquire(store, again(first)) == Refusal("taken")
+    assert [(r.slot, r.attempt) for r in store.history(task_name)] == [(slot + 1000, 1), (slot, 1)]
+
+
+def test_refused_taken_after_another_attempt_won(
+    store: LeaseStore, task_name: str, slot: int
 ) -> None:
-    attempt_ledger.setup(db_url)
-    scheduler = Scheduler(db_url)
-    # every 5 s; the retry would be due 6 s after the failure: past the next tick
-    declare_failing(scheduler, db_url, task_name, fail_until=99, retries=3, retry_delay="6s")
-    with running(scheduler):
-        slots = wait_for(
-            lambda: len(s := by_slot(attempt_ledger.entries(db_url, task_name))) >= 3 and s,
-            30,
-            "three slots",
-        )
-    assert all(e.attempt == 1 for entries in slots.values() for e in entries)
-    assert all(len(entries) == 1 for entries in slots.values())
+    first = take(store, task_name, slot)
+    store.finish(first, "failed")
+    winner = reacquire(store, again(first))
+    assert isinstance(winner, Lease)
+    store.finish(winner, "failed")
+    # another replica that read the same candidate: the fence moved on
+    assert reacquire(store, again(first)) == Refusal("taken")
 
 
-def test_without_retries_or_recovery_there_is_no_poll_and_no_watcher(
-    db_url: str, task_name: str
+def test_refused_taken_for_another_slot(store: LeaseStore, task_name: str, slot: int) -> None:
+    first = take(store, task_name, slot)
+    store.finish(first, "failed")
+    request = AttemptRequest(
+        name=task_name, slot=slot - 1000, after_fence=1, attempt=2, ttl=30.0, holder=HOLDER
+    )
+    assert reacquire(store, request) == Refusal("taken")
+
+
+def test_refused_paused(store: LeaseStore, task_name: str, slot: int) -> None:
+    first = take(store, task_name, slot)
+    store.finish(first, "failed")
+    store.pause(task_name)
+    assert reacquire(store, again(first)) == Refusal("paused")
+    store.resume(task_name)
+    assert isinstance(reacquire(store, again(first)), Lease)
+
+
+def test_recovery_marks_the_dead_attempt_abandoned_and_its_late_finish_lost(
+    store: LeaseStore, task_name: str, slot: int, wait_for: WaitFor
 ) -> None:
-    scheduler = Scheduler(db_url)
-    ran: list[int] = []
-    scheduler.add_task(lambda ctx: ran.append(ctx.attempt), every="1s", name=task_name)
-    with running(scheduler):
-        wait_for(lambda: ran, 20, "a run")
-        poll = scheduler._attempts
-        assert poll is not None and poll.thread is None  # never started, never queried
-        assert not any(STUCK_WATCHER_TASK in name for name in scheduler._tasks)
-        # declared while running: the poll starts, the watcher comes with it
-        scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-r", retries=1)
-        assert poll.thread is not None and poll.thread.is_alive()
-        assert any(STUCK_WATCHER_TASK in name for name in scheduler._tasks)
-    assert ran[0] == 1
-    assert poll.thread is not None and not poll.thread.is_alive()  # joined by the shutdown
+    first = take(store, task_name, slot, ttl=SHORT_TTL)
+    expire(store, task_name, wait_for)
+    second = reacquire(store, again(first, recovering=True))
+    assert isinstance(second, Lease)
+    runs = {r.attempt: r for r in store.history(task_name)}
+    assert runs[1].outcome == "abandoned" and runs[1].finished_at is not None
+    assert runs[2].outcome == "running"
+    store.finish(first, "succeeded")  # the dead attempt resumes: fenced
+    runs = {r.attempt: r for r in store.history(task_name)}
+    assert (runs[1].outcome, runs[2].outcome) == ("lost", "running")
+    assert not store.heartbeat(first)
 
 
-def test_the_key_differs_between_namespaces_and_slots(db_url: str, task_name: str) -> None:
-    keys: list[tuple[str, int, str]] = []  # (namespace, slot, key)
-    fire = datetime.now(timezone.utc)
-    for namespace in ("one", "two"):
-        scheduler = Scheduler(db_url, namespace=namespace)
+def test_batch_answers_each_request_its_own(
+    store: LeaseStore, task_name: str, slot: int, wait_for: WaitFor
+) -> None:
+    names = [f"{task_name}-{i}" for i in range(3)]
+    leases = [take(store, name, slot) for name in names]
+    store.finish(leases[0], "failed")
+    store.finish(leases[2], "timed_out")
+    requests = [again(lease) for lease in leases]
+    results = store.reacquire_many(requests[::-1])
+    assert isinstance(results[0], Lease) and results[0].name == names[2]
+    assert isinstance(results[1], Refusal) and results[1].reason == "held"
+    assert isinstance(results[2], Lease) and results[2].name == names[0]
+    with pytest.raises(ValueError):
+        store.reacquire_many([requests[0], requests[0]])
 
-        def note(ctx: RunContext, namespace: str = namespace) -> None:
-            keys.append((namespace, ctx.slot, ctx.key))
 
-        task = scheduler.add_task(note, every="1h", name=task_name)
-        for tick in (fire, fire + timedelta(milliseconds=5)):
-            assert scheduler.runner.run_tick(task, tick, catch_up=True) == "succeeded"
-        assert scheduler.run_now(task_name) == "succeeded"
-        scheduler.store.dispose()
-    assert len(keys) == 6 and len({key for _, _, key in keys}) == 6
-    for namespace, slot, key in keys:
-        assert key.startswith(f"{namespace}:{task_name}@") and key.endswith(str(slot))
-    assert {slot for _, slot, _ in keys} >= {slot_of(fire), slot_of(fire) + 5}
+def test_the_database_refuses_one_attempt_twice(
+    store: LeaseStore, task_name: str, slot: int
+) -> None:
+    first = take(store, task_name, slot)
+    store.finish(first, "failed")
+    second = reacquire(store, again(first))
+    assert isinstance(second, Lease)
+    store.finish(second, "failed")
+    # attempt 2 once more, through a compare-and-swap that matches: the unique key
+    # refuses the run row, and the whole transaction (the new fence too) rolls back
+    with pytest.raises(RowRefused):
+        reacquire(store, again(second, attempt=2))
+    assert store.leases([task_name])[0].fence == 2
+    assert sorted(r.attempt for r in store.history(task_name)) == [1, 2]
+    assert isinstance(reacquire(store, again(second, attempt=3)), Lease)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"attempt": 1},
+        {"attempt": True},
+        {"after_fence": 0},
+        {"slot": -1},
+        {"ttl": 0},
+        {"holder": ""},
+        {"name": ""},
+    ],
+)
+def test_invalid_attempt_requests_are_refused(options: dict[str, Any]) -> None:
+    values: dict[str, Any] = {
+        "name": "t",
+        "slot": 0,
+        "after_fence": 1,
+        "attempt": 2,
+        "ttl": 1.0,
+        "holder": "h",
+    }
+    with pytest.raises(ValueError):
+        AttemptRequest(**{**values, **options})
+
+
+# --- attempt_candidates -------------------------------------------------------
+
+
+def test_candidates_are_the_latest_attempts_to_follow(
+    store: LeaseStore, task_name: str, slot: int, wait_for: WaitFor
+) -> None:
+    failed, timed_out, ok, live, dead, paused, manual, none = (
+        f"{task_name}-{n}"
+        for n in ("failed", "timed-out", "ok", "live", "dead", "paused", "manual", "never")
+    )
+    first = take(store, failed, slot)
+    store.finish(first, "failed")
+    second = reacquire(store, again(first))
+    assert isinstance(second, Lease)
+    store.finish(second, "failed")
+    store.finish(take(store, timed_out, slot), "timed_out")
+    store.finish(take(store, ok, slot), "succeeded")
+    take(store, live, slot)
+    take(store, dead, slot, ttl=SHORT_TTL)
+    store.finish(take(store, paused, slot), "failed")
+    store.pause(paused)
+    store.finish(take(store, manual, slot), "succeeded")
+    by_hand = won(
+        store.acquire(
+            AcquireRequest(name=manual, slot=slot + 5, ttl=30.0, holder=HOLDER, manual=True)
+        )
+    )
+    assert by_hand is not None
+    store.finish(by_hand, "failed")
+    expire(store, dead, wait_for)
+
+    statements: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if "cronlease_runs" in statement:
+            statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", count)
+    try:
+        names = [failed, timed_out, ok, live, dead, paused, manual, none]
+        found = {c.name: c for c in store.attempt_candidates(names)}
+    finally:
+        event.remove(store.engine, "before_cursor_execute", count)
+    assert len(statements) == 1
+    assert sorted(found) == sorted([failed, timed_out, dead])
+    assert (found[failed].attempt, found[failed].fence, found[failed].outcome) == (2, 2, "failed")
+    assert found[failed].finished_at is not None and found[failed].slot == slot
+    assert found[timed_out].outcome == "timed_out" and found[timed_out].attempt == 1
+    assert found[dead].outcome == "running" and found[dead].finished_at is None
+    assert found[dead].expires_at < found[dead].db_now
+    assert not found[dead].manual
+    # the watcher's abandoned runs are candidates for recovery too
+    assert store.abandon_expired() == [(dead, slot, 1)]
+    assert store.attempt_candidates([dead])[0].outcome == "abandoned"
+
+
+# --- the stuck watcher --------------------------------------------------------
+
+
+def test_watcher_marks_dead_runs_of_any_task_and_leaves_live_ones(
+    store: LeaseStore, task_name: str, slot: int, wait_for: WaitFor
+) -> None:
+    paused, undeclared, live = (f"{task_name}-{n}" for n in ("paused", "undeclared", "live"))
+    take(store, paused, slot, ttl=SHORT_TTL)
+    store.pause(paused)
+    take(store, undeclared, slot, ttl=SHORT_TTL)
+    renewed = take(store, live, slot, ttl=SHORT_TTL)
+    for name in (paused, undeclared):
+        expire(store, name, wait_for)
+    assert store.heartbeat(renewed)  # SHORT_TTL from now: alive
+    marked = store.abandon_expired()
+    mine = sorted(m for m in marked if m[0].startswith(task_name))
+    assert mine == sorted([(paused, slot, 1), (undeclared, slot, 1)])
+    for name in (paused, undeclared):
+        (run,) = store.history(name)
+        assert run.outcome == "abandoned" and run.finished_at is not None
+        assert run.error == "its holder stopped renewing the lease"
+    assert store.history(live)[0].outcome == "running"
+    assert not [m for m in store.abandon_expired() if m[0].startswith(task_name)]
+    counts = store.abandoned_counts([paused, undeclared, live])
+    assert counts == {paused: 1, undeclared: 1}
+    assert store.abandoned_counts()[paused] == 1
+    assert store.abandoned_counts([]) == {}
+
+
+def test_watcher_respects_its_limit(
+    store: LeaseStore, task_name: str, slot: int, wait_for: WaitFor
+) -> None:
+    names = [f"{task_name}-{i}" for i in range(3)]
+    for name in names:
+        take(store, name, slot, ttl=SHORT_TTL)
+    for name in names:
+        expire(store, name, wait_for)
+    first = store.abandon_expired(limit=2)
+    assert len(first) == 2
+    rest = store.abandon_expired(limit=1000)
+    assert sorted(n for n, _, _ in first + rest if n.startswith(task_name)) == names
+    with pytest.raises(ValueError):
+        store.abandon_expired(limit=0)
+
+
+# --- verify_lease -------------------------------------------------------------
+
+
+@pytest.fixture
+def user_engine(db_url: str) -> Iterator[Engine]:
+    """An application's own engine: ordinary transactions, as a task would use."""
+    engine = create_engine(normalize_url(db_url))
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def effects(user_engine: Engine) -> Table:
+    table = Table(
+        f"cronlease_test_effects_{uuid.uuid4().hex[:8]}",
+        MetaData(),
+        Column("task", String(255), nullable=False),
+        Column("fence", Integer, nullable=False),
+    )
+    table.create(user_engine)
+    return table
+
+
+def test_verify_passes_for_the_current_attempt_and_raises_after_another_took_it(
+    store: LeaseStore,
+    task_name: str,
+    slot: int,
+    user_engine: Engine,
+    effects: Table,
+    wait_for: WaitFor,
+) -> None:
+    first = take(store, task_name, slot, ttl=SHORT_TTL)
+    with user_engine.begin() as conn:
+        conn.execute(effects.insert().values(task=task_name, fence=first.fence))
+        verify_lease(conn, name=task_name, fence=first.fence, holder=first.holder)
+    expire(store, task_name, wait_for)
+    second = reacquire(store, again(first, recovering=True))
+    assert isinstance(second, Lease)
+    # the stale attempt resumes and writes its effect: refused, rolled back
+    with pytest.raises(LeaseLostError, match=task_name), user_engine.begin() as conn:
+        conn.execute(effects.insert().values(task=task_name, fence=first.fence))
+        verify_lease(conn, name=task_name, fence=first.fence, holder=first.holder)
+    # same fence, another holder (a fence issued twice): refused too
+    with pytest.raises(LeaseLostError), user_engine.begin() as conn:
+        verify_lease(conn, name=task_name, fence=second.fence, holder=first.holder)
+    with pytest.raises(LeaseLostError), user_engine.begin() as conn:
+        verify_lease(conn, name=f"{task_name}-none", fence=1, holder=first.holder)
+    with user_engine.begin() as conn:
+        verify_lease(conn, name=task_name, fence=second.fence, holder=second.holder)
+        conn.execute(effects.insert().values(task=task_name, fence=second.fence))
+    with user_engine.connect() as conn:
+        fences = conn.execute(select(effects.c.fence).order_by(effects.c.fence)).scalars().all()
+    assert list(fences) == [first.fence, second.fence]
+
+
+def _lock_wait_store(db_url: str, backend: str) -> LeaseStore:
+    """A store whose statements give up waiting for a row lock within about a second."""
+    engine = create_store_engine(db_url)
+
+    @event.listens_for(engine, "connect")
+    def _short_lock_wait(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        if backend == "postgresql":
+            cursor.execute("SET lock_timeout = '500ms'")
+        else:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        cursor.close()
+
+    return LeaseStore(engine)
+
+
+def test_verify_blocks_a_takeover_until_the_transaction_ends(
+    backend: str,
+    db_url: str,
+    store: LeaseStore,
+    task_name: str,
+    slot: int,
+    user_engine: Engine,
+    effects: Table,
+    wait_for: WaitFor,
+) -> None:
+    if backend == "sqlite":
+        pytest.skip("SQLite's write transaction excludes every other writer already")
+    first = take(store, task_name, slot, ttl=SHORT_TTL)
+    expire(store, task_name, wait_for)
+    other = _lock_wait_store(db_url, backend)
+    try:
+        with user_engine.begin() as conn:
+            conn.execute(effects.insert().values(task=task_name, fence=first.fence))
+            # expired, yet nobody took it: still ours, and now locked for share
+            verify_lease(conn, name=task_name, fence=first.fence, holder=first.holder)
+            with pytest.raises(StoreError, match=r"(?i)lock"):
+                other.reacquire_many([again(first, recovering=True, holder="other")])
+            with pytest.raises(StoreError, match=r"(?i)lock"):
+                other.acquire(AcquireRequest(name=task_name, slot=slot + 1, ttl=30.0, holder="o"))
+        # the effect committed while the lease was this attempt's; then the takeover wins
+        taken = other.reacquire_many([again(first, recovering=True, holder="other")])[0]
+        assert isinstance(taken, Lease)
+    finally:
+        other.dispose()
+    with user_engine.connect() as conn:
+        assert conn.execute(select(effects.c.fence)).scalars().all() == [first.fence]
+
+
+def test_verify_never_ends_the_callers_transaction(
+    store: LeaseStore, task_name: str, slot: int, user_engine: Engine, effects: Table
+) -> None:
+    lease = take(store, task_name, slot)
+    with user_engine.connect() as conn:
+        transaction = conn.begin()
+        conn.execute(effects.insert().values(task=task_name, fence=lease.fence))
+        verify_lease(conn, name=task_name, fence=lease.fence, holder=lease.holder)
+        assert transaction.is_active and conn.in_transaction()
+        with pytest.raises(LeaseLostError):
+            verify_lease(conn, name=task_name, fence=lease.fence + 1, holder=lease.holder)
+        assert transaction.is_active
+        transaction.rollback()
+    with user_engine.connect() as conn:
+        assert conn.execute(select(effects.c.fence)).scalars().all() == []
+
+
+def test_lost_writes_memory_follows_a_granted_attempt(
+    store: LeaseStore, task_name: str, slot: int
+) -> None:
+    first = take(store, task_name, slot)
+    store.finish(first, "failed")
+    second = reacquire(store, again(first))
+    assert isinstance(second, Lease)
+    seen = store.lost_writes.seen.get(task_name)
+    assert seen is not None and (seen.slot, seen.fence) == (slot, 2)
+    # a replica that saw fence 2 does not grant a follower of fence 1 again,
+    # whatever a database that lost the write would say
+    assert reacquire(store, again(first)) == Refusal("taken")
