@@ -17,7 +17,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
-    Float,
+    Double,
     Integer,
     MetaData,
     String,
@@ -41,7 +41,7 @@ attempts = Table(
     Column("recovering", Boolean, nullable=False),
     Column("ctx_key", String(400), nullable=False),
     Column("pid", Integer, nullable=False),
-    Column("at", Float, nullable=False),
+    Column("at", Double, nullable=False),
 )
 
 
