@@ -8,13 +8,23 @@ scheduler's own account. Backoff is asserted as a lower bound only.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from cronlease import RunContext, RunFinished, RunRecord, RunStarted, Scheduler
+from cronlease import (
+    AcquireRequest,
+    Lease,
+    RunContext,
+    RunFinished,
+    RunRecord,
+    RunStarted,
+    Scheduler,
+)
+from cronlease._run.attempt_poll import ATTEMPTS_PER_PASS, AttemptPoll
 from cronlease._run.attempts import backoff
 from cronlease._run.watcher import STUCK_WATCHER_TASK
 from cronlease._timing.schedule import slot_of
@@ -182,3 +192,77 @@ def test_the_key_differs_between_namespaces_and_slots(db_url: str, task_name: st
     for namespace, slot, key in keys:
         assert key.startswith(f"{namespace}:{task_name}@") and key.endswith(str(slot))
     assert {slot for _, slot, _ in keys} >= {slot_of(fire), slot_of(fire) + 5}
+
+
+def test_the_stuck_watcher_marks_a_paused_tasks_dead_run_abandoned(
+    db_url: str, task_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    scheduler = Scheduler(db_url)
+    scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-r", recover=True)
+    watcher = scheduler._tasks[STUCK_WATCHER_TASK]
+    store = scheduler.store
+    try:
+        scheduler.runner.ensure_schema()
+        # a replica that died mid-run: its run row 'running', its lease left to expire
+        slot = slot_of(datetime.now(timezone.utc) - timedelta(seconds=1))  # not ahead of the db
+        dead = AcquireRequest(name=task_name, slot=slot, ttl=0.2, holder="dead:1")
+        lease = store.acquire(dead)
+        assert isinstance(lease, Lease)
+        store.pause(task_name)
+        wait_for(lambda: store.database_time() > store.leases([task_name])[0].expires_at, 10)
+        assert store.history(task_name, 1)[0].outcome == "running"
+        with caplog.at_level(logging.INFO, logger="cronlease"):
+            assert scheduler.runner.run_tick(watcher, datetime.now(timezone.utc)) == "succeeded"
+        assert store.history(task_name, 1)[0].outcome == "abandoned"
+        lines = [r.getMessage() for r in caplog.records if "stuck watcher" in r.getMessage()]
+        assert len(lines) == 1 and task_name in lines[0]
+        # a pass that marks nothing says nothing
+        caplog.clear()
+        later = datetime.now(timezone.utc) + timedelta(minutes=1)
+        with caplog.at_level(logging.INFO, logger="cronlease"):
+            scheduler.runner.run_tick(watcher, later, catch_up=True)
+        assert not any("stuck watcher" in r.getMessage() for r in caplog.records)
+        assert store.leases([task_name])[0].fence == lease.fence  # the task was not acquired
+    finally:
+        store.dispose()
+
+
+def test_recoveries_are_budgeted_per_pass_and_by_free_workers(db_url: str, task_name: str) -> None:
+    """20 dead runs, 16 workers: a pass starts at most 8; none past the free workers."""
+    scheduler = Scheduler(db_url, max_workers=16)
+    names = [f"{task_name}-{n:02d}" for n in range(20)]
+    ran: list[tuple[str, int, bool]] = []
+
+    def note(ctx: RunContext) -> None:
+        ran.append((ctx.name, ctx.attempt, ctx.recovering))
+
+    for name in names:
+        # a day: the slot's next fire time is not within the test
+        scheduler.add_task(note, every="1d", name=name, recover=True)
+    store = scheduler.store
+    handed: list[Callable[[], object]] = []
+    poll = AttemptPoll(scheduler.runner, store, scheduler._attempt_tasks, handed.append)
+    try:
+        scheduler.runner.ensure_schema()
+        slot = slot_of(datetime.now(timezone.utc) - timedelta(seconds=1))
+        for name in names:  # every replica died mid-run
+            assert store.acquire(AcquireRequest(name=name, slot=slot, ttl=0.2, holder="dead:1"))
+        wait_for(lambda: all(store.database_time() > row.expires_at for row in store.leases(names)))
+        passes = []
+        for _ in range(3):
+            before = len(handed)
+            poll.poll()
+            passes.append(len(handed) - before)
+        assert passes == [ATTEMPTS_PER_PASS, ATTEMPTS_PER_PASS, 0]  # 16 workers taken
+        for run in handed:
+            run()  # each frees its worker
+        poll.poll()
+        assert len(handed) == 20
+        for run in handed[16:]:
+            run()
+        poll.poll()
+        assert len(handed) == 20  # every slot recovered once
+    finally:
+        scheduler.runner.close()
+        store.dispose()
+    assert sorted(ran) == [(name, 2, True) for name in names]
