@@ -14,19 +14,24 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
 
 from cronlease import (
     AcquireRequest,
     Lease,
+    LeaseLostError,
     RunContext,
     RunFinished,
     RunRecord,
     RunStarted,
     Scheduler,
 )
+from cronlease._lease.database import normalize_url
 from cronlease._run.attempt_poll import ATTEMPTS_PER_PASS, AttemptPoll
 from cronlease._run.attempts import backoff
 from cronlease._run.watcher import STUCK_WATCHER_TASK
+from cronlease._task import Liveness
 from cronlease._timing.schedule import slot_of
 from tests.support import attempt_ledger
 from tests.support.attempt_ledger import Entry
@@ -266,3 +271,65 @@ def test_recoveries_are_budgeted_per_pass_and_by_free_workers(db_url: str, task_
         scheduler.runner.close()
         store.dispose()
     assert sorted(ran) == [(name, 2, True) for name in names]
+
+
+def test_ctx_verify_passes_in_the_holders_transaction_and_fails_once_the_lease_moved(
+    db_url: str, task_name: str
+) -> None:
+    scheduler = Scheduler(db_url, namespace="ns")
+    attempt_ledger.setup(db_url)
+    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
+    outcomes: list[str] = []
+
+    def fenced(ctx: RunContext) -> None:
+        with engine.begin() as connection:
+            connection.execute(
+                attempt_ledger.attempts.insert().values(
+                    task=task_name,
+                    slot=ctx.slot,
+                    attempt=ctx.attempt,
+                    recovering=False,
+                    ctx_key=ctx.key,
+                    pid=0,
+                    at=0.0,
+                )
+            )
+            ctx.verify(connection)
+        outcomes.append("verified")
+        # the same check for a fence this attempt does not hold: refused, nothing commits
+        stale = RunContext(
+            name=ctx.name,
+            slot=ctx.slot,
+            fence=ctx.fence - 1,
+            scheduled_for=ctx.scheduled_for,
+            manual=False,
+            liveness=Liveness(60.0, 0.0),
+            full_name=f"ns:{task_name}",
+            holder="someone-else",
+        )
+        try:
+            with engine.begin() as connection:
+                connection.execute(
+                    attempt_ledger.attempts.insert().values(
+                        task=task_name,
+                        slot=-1,
+                        attempt=1,
+                        recovering=False,
+                        ctx_key="stale",
+                        pid=0,
+                        at=0.0,
+                    )
+                )
+                stale.verify(connection)
+        except LeaseLostError:
+            outcomes.append("refused")
+
+    task = scheduler.add_task(fenced, every="1h", name=task_name)
+    try:
+        fire = datetime.now(timezone.utc) - timedelta(seconds=1)
+        assert scheduler.runner.run_tick(task, fire, catch_up=True) == "succeeded"
+    finally:
+        scheduler.store.dispose()
+        engine.dispose()
+    assert outcomes == ["verified", "refused"]
+    assert [e.slot for e in attempt_ledger.entries(db_url, task_name)] == [slot_of(fire)]
