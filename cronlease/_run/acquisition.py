@@ -144,16 +144,14 @@ class Acquisition:
 
         # Split only a replica that won every task it tried last: where two
         # replicas share the tasks, their statements already run in parallel.
-        if not candidates:
-            pass
-        elif len(candidates) < LARGE_BATCH or self._won_elsewhere:
-            part(candidates, self._send(candidates))
-        else:
+        if len(candidates) >= LARGE_BATCH and not self._won_elsewhere:
             ordered = sorted(candidates, key=lambda candidate: candidate.request.name)
             low, high = ordered[: len(ordered) // 2], ordered[len(ordered) // 2 :]
             pending = self._side.submit(functools.partial(self._send, low))
             part(high, self._send(high))
             part(low, pending.result())
+        elif candidates:
+            part(candidates, self._send(candidates))
         if refusals:
             self._stats.add("ticks_not_acquired", sum(refusals.values()))
             for reason, count in refusals.items():

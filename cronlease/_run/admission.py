@@ -35,7 +35,8 @@ logger = logging.getLogger("cronlease")
 
 class Candidate(NamedTuple):
     """An admitted tick: its request, and until when (epoch seconds) a late pickup may
-    still start it (None: no late pickup for this kind of tick)."""
+    still start it (None: no late pickup for this kind of tick); for an ``attempt``,
+    when it must have started: the slot's next fire time."""
 
     tick: Tick
     request: AcquireRequest | AttemptRequest
