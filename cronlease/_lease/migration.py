@@ -52,7 +52,9 @@ def create_tables(engine: Engine) -> None:
             with conn:
                 with conn.begin():
                     metadata.create_all(conn, checkfirst=True)
-                if upgrade_needed(conn):
+                needed = upgrade_needed(conn)
+                conn.rollback()  # the inspection's implicit transaction
+                if needed:
                     _upgrade(conn)
             return
         except SQLAlchemyError as exc:

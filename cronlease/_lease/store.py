@@ -81,9 +81,11 @@ class LeaseStore:
         self.statements: Statements = statements_for(engine)
         self._file = sqlite_file.guard_of(engine)  # None unless a SQLite file
         self._pruning = Pruning(engine.dialect.name, self.statements.now)
-        self._attempts = AttemptStatements(self.statements.now)
         self.lost_writes = LostWrites(
             lambda: self.statements, lambda what, op: self._call(what, op)
+        )
+        self._attempts = attempts.Attempts(
+            AttemptStatements(self.statements.now), self._call, self.lost_writes
         )
         self._beat = RenewalEngine(engine)
         # set after an outage: what this store saw is read back before the next operation
@@ -251,78 +253,34 @@ class LeaseStore:
         Aligned with ``requests``: a :class:`Lease` (``attempt = request.attempt``,
         ``manual`` False) where the lease row still carried ``after_fence`` and the
         slot, was not paused and its lease was free — the row then gets the next
-        fence, a fresh nonce holder and ``expires_at = now + ttl``, and the
-        attempt's run row is inserted (the previous one marked ``abandoned`` if
-        ``recovering`` and still ``running``), all in one transaction. Else a
-        :class:`Refusal`: ``paused``, ``held`` (with ``expires_in``) or ``taken``
-        (the fence moved on: a newer tick or another attempt won). Raises
-        StoreError for the whole call when the database fails; a connection that
-        broke is retried once with the same nonces, which tell a committed win.
+        fence, a fresh nonce holder and ``expires_at = now + ttl``, the task's other
+        runs still ``running`` (the followed one, when its holder died) become
+        ``abandoned`` and the attempt's run row is inserted, in one transaction.
+        Else a :class:`Refusal`: ``paused``, ``held`` (``expires_in``) or ``taken``
+        (a newer tick or another attempt won). StoreError as :meth:`acquire_many`.
         """
-        if not requests:
-            return []
-        names = [request.name for request in requests]
-        if len(set(names)) != len(names):
-            raise ValueError("a reacquisition names each task at most once")
-        if self._file is not None:
+        if requests and self._file is not None:
             self._file.check()
-        known = self.lost_writes.attempt_refusals(requests)
-        sent = [r for r, refusal in zip(requests, known, strict=True) if refusal is None]
-        results = iter(self._reacquire_sent(sent) if sent else [])
-        return [next(results) if refusal is None else refusal for refusal in known]
-
-    def _reacquire_sent(self, requests: Sequence[AttemptRequest]) -> list[Lease | Refusal]:
-        floors = self.lost_writes.before([request.name for request in requests])
-        nonces = [f"{request.holder}#{secrets.token_hex(NONCE_BYTES)}" for request in requests]
-        sent_at = time.monotonic()
-        what = (
-            f"reacquiring the lease of {requests[0].name!r}"
-            if len(requests) == 1
-            else f"reacquiring the leases of {len(requests)} tasks"
-        )
-        rows = self._call(what, lambda conn: self._attempts.reacquire(conn, requests, nonces))
-        return attempts.outcomes(requests, nonces, rows, floors, self.lost_writes, sent_at)
+        return self._attempts.reacquire(requests)
 
     def attempt_candidates(self, names: Sequence[str]) -> list[AttemptCandidate]:
         """For each named task not paused, its latest attempt — the run row of the lease
         row's fence and holder — if that ended ``failed`` / ``timed_out``, or is still
         ``running`` / ``abandoned`` with the lease expired; sorted by name. Manual runs
         are never candidates. One statement per 500 names."""
-        unique = sorted(set(names))
-        floors = self.lost_writes.before(unique)
-        found: list[AttemptCandidate] = []
-        for start in range(0, len(unique), RECENT_RUNS_CHUNK):
-            chunk = unique[start : start + RECENT_RUNS_CHUNK]
-            found += self._call(
-                "reading attempt candidates",
-                functools.partial(self._attempts.candidates, names=chunk),
-            )
-        # a row that went back (lost writes) is repaired, and no attempt follows it
-        return [c for c in found if not self.lost_writes.went_back(c.name, c.slot, c.fence, floors)]
+        return self._attempts.candidates(names)
 
     def abandon_expired(self, limit: int = 1000) -> list[tuple[str, int, int]]:
         """The stuck watcher, fleet-wide: mark ``abandoned`` (finished now) at most ``limit``
         runs still ``running`` whose lease expired or moved to another fence or holder, of
         every task in the database (paused, removed, undeclared ones too), in one
         transaction; their (name, slot, attempt)."""
-        if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit!r}")
-        return self._call(
-            "marking stuck runs abandoned",
-            lambda conn: self._attempts.abandon_expired(conn, limit),
-        )
+        return self._attempts.abandon_expired(limit)
 
     def abandoned_counts(self, names: Sequence[str] | None = None) -> dict[str, int]:
         """How many runs are recorded ``abandoned``, per task (of ``names``, or all);
         tasks without any are absent."""
-        if names is not None and not names:
-            return {}
-        return self._call(
-            "counting abandoned runs",
-            lambda conn: self._attempts.abandoned_counts(
-                conn, None if names is None else sorted(set(names))
-            ),
-        )
+        return self._attempts.abandoned_counts(names)
 
     def finish(
         self, lease: Lease, outcome: Outcome, error: str | None = None, *, release: bool = True

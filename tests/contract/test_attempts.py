@@ -7,6 +7,7 @@ deadline, never a guessed sleep.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,7 +21,9 @@ from cronlease._lease.fencing import verify_lease
 from cronlease._lease.model import AcquireRequest, AttemptRequest, Lease, Refusal
 from cronlease._lease.store import LeaseStore
 from cronlease.errors import LeaseLostError, RowRefused, StoreError
+from tests.support import ledger
 from tests.support.leases import won
+from tests.support.procs import Proc
 
 HOLDER = "host:1:attempts"
 SHORT_TTL = 0.3
@@ -441,3 +444,38 @@ def test_lost_writes_memory_follows_a_granted_attempt(
     # a replica that saw fence 2 does not grant a follower of fence 1 again,
     # whatever a database that lost the write would say
     assert reacquire(store, again(first)) == Refusal("taken")
+
+
+# --- replicas racing ----------------------------------------------------------
+
+
+def test_two_replica_processes_racing_for_one_attempt_one_wins(
+    store: LeaseStore, db_url: str, task_name: str, slot: int
+) -> None:
+    """Two processes leave a start gate together for attempt 2 of each of 8 slots:
+    exactly one wins each, counted at the ledger and by the run rows."""
+    ledger.setup(db_url)
+    racers = [
+        Proc("-m", "tests.support.reacquire_worker", db_url, task_name, str(i)) for i in range(2)
+    ]
+    slots = [slot + 1000 * i for i in range(8)]
+    answers: list[str] = []
+    try:
+        for racer in racers:
+            racer.expect("ready", timeout=60)
+        for this in slots:
+            first = take(store, task_name, this)
+            store.finish(first, "failed")
+            start_at = time.time() + 0.3
+            for racer in racers:
+                racer.send(f"go {this} {first.fence} {start_at}")
+            answers += [racer.expect("done", timeout=60) for racer in racers]
+            for racer in racers:
+                racer.expect("ready", timeout=60)
+    finally:
+        for racer in racers:
+            racer.kill()
+    assert sorted(answers) == sorted(["done won", "done taken"] * len(slots)), answers
+    assert [entry for entry, _pid in ledger.entries(db_url, task_name)] == slots
+    seconds = [(r.slot, r.outcome) for r in store.history(task_name, limit=100) if r.attempt == 2]
+    assert sorted(seconds) == [(s, "succeeded") for s in slots]
