@@ -220,9 +220,7 @@ class Scheduler(TaskDeclarations):
                 firing.add(task)
             self._firing = firing
             firing.start()
-            self._attempts = AttemptPoll(
-                self.runner, self.store, self._attempt_tasks, firing.submit
-            )
+            self._attempts = AttemptPoll(self.runner, self._attempt_tasks, firing.submit)
             self._attempts.start()
             if self.runner.schema_ready:
                 self._start_catch_up()

@@ -25,7 +25,6 @@ import threading
 from collections.abc import Callable, Sequence
 
 from cronlease._lease.model import AttemptCandidate, Outcome
-from cronlease._lease.store import LeaseStore
 from cronlease._run.attempts import Plan, plan
 from cronlease._run.runner import TickRunner
 from cronlease._run.ticks import Follows, Tick
@@ -53,7 +52,6 @@ class AttemptPoll:
     def __init__(
         self,
         runner: TickRunner,
-        store: LeaseStore,
         tasks: Callable[[], Sequence[Task]],  # those that want attempts
         submit: Callable[[Callable[[], Outcome]], object],
         *,
@@ -61,7 +59,7 @@ class AttemptPoll:
         budget: int = ATTEMPTS_PER_PASS,
     ) -> None:
         self._runner = runner
-        self._store = store
+        self._store = runner.store
         self._tasks = tasks
         self._submit = submit
         self._interval = interval

@@ -246,7 +246,7 @@ def test_recoveries_are_budgeted_per_pass_and_by_free_workers(db_url: str, task_
         scheduler.add_task(note, every="1d", name=name, recover=True)
     store = scheduler.store
     handed: list[Callable[[], object]] = []
-    poll = AttemptPoll(scheduler.runner, store, scheduler._attempt_tasks, handed.append)
+    poll = AttemptPoll(scheduler.runner, scheduler._attempt_tasks, handed.append)
     try:
         scheduler.runner.ensure_schema()
         slot = slot_of(datetime.now(timezone.utc) - timedelta(seconds=1))
