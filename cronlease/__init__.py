@@ -12,7 +12,16 @@ from cronlease._events import (
     RunStarted,
     TickSkipped,
 )
-from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseInfo, Refusal, RunRecord
+from cronlease._lease.model import (
+    AcquireRequest,
+    AttemptCandidate,
+    AttemptRequest,
+    Finish,
+    Lease,
+    LeaseInfo,
+    Refusal,
+    RunRecord,
+)
 from cronlease._lease.store import LeaseStore
 from cronlease._scheduler import Scheduler
 from cronlease._task import RunContext, Task
@@ -24,6 +33,7 @@ from cronlease.errors import (
     ConfigFileError,
     CronleaseError,
     DatabaseFileChanged,
+    LeaseLostError,
     RowRefused,
     SchedulerError,
     StatementError,
@@ -34,6 +44,8 @@ from cronlease.errors import (
 
 __all__ = [
     "AcquireRequest",
+    "AttemptCandidate",
+    "AttemptRequest",
     "ClockChecked",
     "CommandError",
     "ConfigError",
@@ -47,6 +59,7 @@ __all__ = [
     "Lease",
     "LeaseInfo",
     "LeaseLost",
+    "LeaseLostError",
     "LeaseStore",
     "Refusal",
     "RowRefused",

@@ -10,6 +10,8 @@ Every exception cronlease raises on purpose derives from one root::
     │   ├── StatementError   it answered, with an error about the statement: not an outage
     │   │   └── RowRefused   it answered, refusing a value or a constraint of one row
     │   └── DatabaseFileChanged  the SQLite file was deleted or replaced under the replica
+    ├── LeaseLostError       an attempt's fence or holder is no longer its lease row's:
+    │                        the writes of its transaction must not commit
     ├── UnknownTaskError     a name that no declared task has
     ├── SchedulerError       the scheduler was used in a state that does not allow it
     ├── CommandError         raised by a command task that could not start, exited
@@ -31,6 +33,7 @@ __all__ = [
     "ConfigFileError",
     "CronleaseError",
     "DatabaseFileChanged",
+    "LeaseLostError",
     "RowRefused",
     "SchedulerError",
     "StatementError",
@@ -96,6 +99,10 @@ class RowRefused(StatementError):
 class DatabaseFileChanged(StoreError):
     """The SQLite lease file was deleted or replaced under the replica, which takes no
     lease on a file that is no longer the one at its path (docs/design.md §5.17)."""
+
+
+class LeaseLostError(CronleaseError):
+    """This attempt no longer holds its task's lease: its writes must not commit."""
 
 
 class UnknownTaskError(CronleaseError, KeyError):

@@ -19,6 +19,8 @@ from cronlease.errors import ConfigError
 __all__ = [
     "FINAL_OUTCOMES",
     "AcquireRequest",
+    "AttemptCandidate",
+    "AttemptRequest",
     "Finish",
     "Lease",
     "LeaseInfo",
@@ -119,6 +121,55 @@ class AcquireRequest:
 
 
 @dataclass(frozen=True)
+class AttemptRequest:
+    """One more attempt at a scheduled slot (a retry or a recovery), after the attempt
+    whose fence was ``after_fence``.
+
+    Granted iff the lease row still carries ``after_fence`` and ``slot``, is not
+    paused and its lease is free: a compare-and-swap on the fence, so a newer
+    tick or another replica's attempt that won meanwhile refuses it (``taken``).
+    With ``recovering``, the previous attempt's run row, if still ``running``,
+    is marked ``abandoned`` in the same transaction. Whether an attempt should
+    follow at all is the caller's decision.
+    """
+
+    name: str
+    slot: int
+    after_fence: int
+    attempt: int
+    ttl: float
+    holder: str
+    recovering: bool = False
+
+    def __post_init__(self) -> None:
+        check_task_name(self.name)
+        if isinstance(self.slot, bool) or not isinstance(self.slot, int) or self.slot < 0:
+            raise ConfigError(f"slot must be a non-negative integer, got {self.slot!r}")
+        if (
+            isinstance(self.after_fence, bool)
+            or not isinstance(self.after_fence, int)
+            or self.after_fence < 1
+        ):
+            raise ConfigError(
+                f"after_fence must be the fence of an earlier attempt (>= 1), "
+                f"got {self.after_fence!r}"
+            )
+        if isinstance(self.attempt, bool) or not isinstance(self.attempt, int) or self.attempt < 2:
+            raise ConfigError(
+                f"a further attempt is numbered 2 or more (1 is the tick's own), "
+                f"got {self.attempt!r}"
+            )
+        if not (0 < self.ttl <= MAX_TTL_SECONDS) or math.isnan(self.ttl):
+            raise ConfigError(
+                f"lease ttl must be in (0, {MAX_TTL_SECONDS:g}] seconds, got {self.ttl!r}"
+            )
+        if not self.holder or len(self.holder) > MAX_HOLDER_ID_LENGTH:
+            raise ConfigError(
+                f"holder id must have 1 to {MAX_HOLDER_ID_LENGTH} characters, got {self.holder!r}"
+            )
+
+
+@dataclass(frozen=True)
 class Lease:
     """A lease this replica holds: proof that it owns ``slot`` with ``fence``."""
 
@@ -130,6 +181,8 @@ class Lease:
     manual: bool = False
     # monotonic time just before the acquire was sent: the lease is ours at most ttl after it
     sent_at: float = field(default_factory=time.monotonic)
+    #: 1 for the tick's own run, 2, 3, ... for the attempts that followed it
+    attempt: int = field(default=1, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -208,12 +261,35 @@ class RunRecord:
     finished_at: float | None
     outcome: Outcome
     error: str | None
+    #: 1 for the tick's own run, 2, 3, ... for its retries and recoveries
+    attempt: int = 1
 
     @property
     def duration(self) -> float | None:
         if self.finished_at is None:
             return None
         return max(0.0, self.finished_at - self.started_at)
+
+
+@dataclass(frozen=True)
+class AttemptCandidate:
+    """The latest attempt of a task, as the database has it: the run row of the lease
+    row's current fence and holder (database-clock epoch seconds).
+
+    ``failed`` / ``timed_out``: a retry may follow; ``running`` / ``abandoned``
+    (only ever listed once the lease expired): its holder died, a recovery may follow.
+    """
+
+    name: str
+    slot: int
+    manual: bool
+    fence: int
+    attempt: int
+    outcome: Outcome
+    finished_at: float | None
+    #: the lease row's expiry
+    expires_at: float
+    db_now: float
 
 
 @dataclass(frozen=True)

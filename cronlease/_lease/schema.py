@@ -16,6 +16,7 @@ from sqlalchemy import (
     Column,
     Double,
     Index,
+    Integer,
     MetaData,
     String,
     Table,
@@ -28,6 +29,8 @@ __all__ = [
     "MAX_ERROR_LENGTH",
     "MAX_FINGERPRINT_LENGTH",
     "MAX_NAME_LENGTH",
+    "RUNS_ATTEMPT_KEY",
+    "RUNS_SLOT_KEY",
     "leases",
     "metadata",
     "runs",
@@ -37,6 +40,11 @@ MAX_NAME_LENGTH = 255
 MAX_HOLDER_LENGTH = 255
 MAX_ERROR_LENGTH = 2000
 MAX_FINGERPRINT_LENGTH = 200
+
+#: the unique key of run rows: one row per attempt of a slot (issue 13)
+RUNS_ATTEMPT_KEY = "cronlease_runs_attempt_key"
+#: the key it replaced, (name, slot, manual), in databases made before attempts existed
+RUNS_SLOT_KEY = "cronlease_runs_slot_key"
 
 metadata = MetaData()
 # Every string column on MySQL: utf8mb4 whatever the server default (latin1 would
@@ -85,8 +93,11 @@ runs = Table(
     # running, succeeded, failed, lost, timed_out, interrupted, abandoned
     Column("outcome", String(16), nullable=False),
     Column("error", String(MAX_ERROR_LENGTH), nullable=True),
-    # The database itself refuses a second run of a slot (defence in depth).
-    UniqueConstraint("name", "slot", "manual", name="cronlease_runs_slot_key"),
+    # 1 for the run an acquisition makes; 2, 3, ... for the retries and recoveries of
+    # its slot. The server default keeps the batch acquisitions' inserts unchanged.
+    Column("attempt", Integer, nullable=False, server_default="1"),
+    # The database itself refuses a second run of one attempt of a slot (defence in depth).
+    UniqueConstraint("name", "slot", "manual", "attempt", name=RUNS_ATTEMPT_KEY),
     Index("cronlease_runs_started", "name", "started_at"),
     # Every acquisition sweeps the task's runs still 'running' (a dead holder's):
     # without this it would scan the task's whole history.

@@ -45,6 +45,8 @@ from cronlease._lease.dialects.base import check_batch
 from cronlease._lease.lost_writes import LostWrites
 from cronlease._lease.model import (
     AcquireRequest,
+    AttemptCandidate,
+    AttemptRequest,
     Finish,
     Lease,
     LeaseInfo,
@@ -255,6 +257,41 @@ class LeaseStore:
             for request, nonce, result in zip(requests, nonces, results, strict=True)
         ]
         return self.lost_writes.check(requests, results, outcomes, floors)
+
+    # --- further attempts (retries, recoveries: docs/design.md §3.9) ------------
+
+    def reacquire_many(self, requests: Sequence[AttemptRequest]) -> list[Lease | Refusal]:
+        """Take the lease of each request (distinct tasks) for one more attempt at its slot.
+
+        Aligned with ``requests``: a :class:`Lease` (``attempt = request.attempt``,
+        ``manual`` False) where the lease row still carried ``after_fence`` and the
+        slot, was not paused and its lease was free — the row then gets the next
+        fence, a fresh nonce holder and ``expires_at = now + ttl``, and the
+        attempt's run row is inserted (the previous one marked ``abandoned`` if
+        ``recovering`` and still ``running``), all in one transaction. Else a
+        :class:`Refusal`: ``paused``, ``held`` (with ``expires_in``) or ``taken``
+        (the fence moved on: a newer tick or another attempt won). Raises
+        StoreError for the whole call when the database fails.
+        """
+        raise NotImplementedError
+
+    def attempt_candidates(self, names: Sequence[str]) -> list[AttemptCandidate]:
+        """For each named task not paused, its latest attempt — the run row of the lease
+        row's fence and holder — if that ended ``failed`` / ``timed_out``, or is still
+        ``running`` / ``abandoned`` with the lease expired; one statement per 500 names."""
+        raise NotImplementedError
+
+    def abandon_expired(self, limit: int = 1000) -> list[tuple[str, int, int]]:
+        """The stuck watcher, fleet-wide: mark ``abandoned`` (finished now) at most ``limit``
+        runs still ``running`` whose lease expired or moved to another fence or holder, of
+        every task in the database (paused, removed, undeclared ones too); their (name,
+        slot, attempt)."""
+        raise NotImplementedError
+
+    def abandoned_counts(self, names: Sequence[str] | None = None) -> dict[str, int]:
+        """How many runs are recorded ``abandoned``, per task (of ``names``, or all);
+        tasks without any are absent."""
+        raise NotImplementedError
 
     def finish(
         self, lease: Lease, outcome: Outcome, error: str | None = None, *, release: bool = True

@@ -10,6 +10,8 @@ from cronlease import errors
 
 EXPECTED_ALL = [
     "AcquireRequest",
+    "AttemptCandidate",
+    "AttemptRequest",
     "ClockChecked",
     "CommandError",
     "ConfigError",
@@ -23,6 +25,7 @@ EXPECTED_ALL = [
     "Lease",
     "LeaseInfo",
     "LeaseLost",
+    "LeaseLostError",
     "LeaseStore",
     "Refusal",
     "RowRefused",

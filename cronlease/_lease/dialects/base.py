@@ -231,6 +231,7 @@ class Statements(ABC):
             runs.c.finished_at,
             runs.c.outcome,
             runs.c.error,
+            runs.c.attempt,
         ]
         newest_first = (runs.c.started_at.desc(), runs.c.slot.desc())
         self._history = (
@@ -381,4 +382,5 @@ def _run_record(row: Any) -> RunRecord:
         finished_at=None if row.finished_at is None else float(row.finished_at),
         outcome=row.outcome,
         error=row.error,
+        attempt=int(row.attempt),
     )
