@@ -80,7 +80,13 @@ from cronlease._status import DeclaredTask, read_status
 if TYPE_CHECKING:
     from cronlease._scheduler import Scheduler
 
-__all__ = ["ABANDONED_REFRESH_SECONDS", "DURATION_BUCKETS", "AbandonedRuns", "Metrics", "instrument"]
+__all__ = [
+    "ABANDONED_REFRESH_SECONDS",
+    "DURATION_BUCKETS",
+    "AbandonedRuns",
+    "Metrics",
+    "instrument",
+]
 
 logger = logging.getLogger("cronlease")
 
