@@ -29,7 +29,14 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from cronlease._lease.dialects.base import Statements
-from cronlease._lease.model import AcquireRequest, Lease, LeaseInfo, LeaseState, Refusal
+from cronlease._lease.model import (
+    AcquireRequest,
+    AttemptRequest,
+    Lease,
+    LeaseInfo,
+    LeaseState,
+    Refusal,
+)
 from cronlease._lease.watermark import Seen, Watermarks
 from cronlease.errors import StoreError
 
@@ -67,6 +74,37 @@ class LostWrites:
             else:
                 out.append(Refusal("paused" if request.name in self._paused else "taken"))
         return out
+
+    def attempt_refusals(self, requests: Sequence[AttemptRequest]) -> list[Refusal | None]:
+        """Per further attempt: ``taken`` if this replica saw the task's fence move past
+        the one it follows, or a later slot (only a database that lost that would still
+        show ``after_fence``), else None."""
+        out: list[Refusal | None] = []
+        for request in requests:
+            seen = self.seen.get(request.name)
+            if seen is None or (request.slot >= seen.slot and request.after_fence >= seen.fence):
+                out.append(None)
+            else:
+                out.append(Refusal("paused" if request.name in self._paused else "taken"))
+        return out
+
+    def reacquired(self, lease: Lease, before: Seen | None) -> Lease:
+        """Learn a further attempt's win; a fence not above what was seen gets a new one."""
+        self.seen.saw(lease.name, lease.slot, lease.fence)
+        if before is not None and lease.fence <= before.fence:
+            return self._refence(lease, before)
+        return lease
+
+    def went_back(self, name: str, slot: int, fence: int, floors: dict[str, Seen]) -> bool:
+        """Learn a lease row's slot and fence as read; if it went back behind ``floors``,
+        repair it and say so (the row must not be trusted)."""
+        self.seen.saw(name, slot, fence)
+        before = floors.get(name)
+        if before is None or not before.above(slot, fence):
+            return False
+        self._lost(name, slot, fence, before)
+        self._raise_floor(name, before)
+        return True
 
     def paused(self, name: str, paused: bool) -> None:
         with self._said_lock:

@@ -38,9 +38,10 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from cronlease._lease import sqlite_file
+from cronlease._lease import attempts, migration, sqlite_file
 from cronlease._lease.database import RenewalEngine, create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
+from cronlease._lease.dialects.attempts import AttemptStatements
 from cronlease._lease.dialects.base import check_batch
 from cronlease._lease.lost_writes import LostWrites
 from cronlease._lease.model import (
@@ -57,7 +58,6 @@ from cronlease._lease.model import (
 )
 from cronlease._lease.pruning import Pruning
 from cronlease._lease.recovery import describe_error, recover, store_error
-from cronlease._lease.schema import metadata
 from cronlease._safe_text import remember_password
 from cronlease.errors import StoreError
 
@@ -81,6 +81,7 @@ class LeaseStore:
         self.statements: Statements = statements_for(engine)
         self._file = sqlite_file.guard_of(engine)  # None unless a SQLite file
         self._pruning = Pruning(engine.dialect.name, self.statements.now)
+        self._attempts = AttemptStatements(self.statements.now)
         self.lost_writes = LostWrites(
             lambda: self.statements, lambda what, op: self._call(what, op)
         )
@@ -162,25 +163,9 @@ class LeaseStore:
     # --- schema -----------------------------------------------------------
 
     def create_tables(self) -> None:
-        """Create the tables if missing; safe when many replicas do it at the same moment."""
-        for attempt in range(5):
-            try:
-                conn = self.engine.connect()
-            except SQLAlchemyError as exc:
-                raise StoreError(
-                    f"creating the cronlease tables failed: {describe_error(exc)}"
-                ) from exc
-            try:
-                with conn, conn.begin():
-                    metadata.create_all(conn, checkfirst=True)
-                return
-            except SQLAlchemyError as exc:
-                # Another replica created a table between our check and our CREATE.
-                if attempt == 4:
-                    raise StoreError(
-                        f"creating the cronlease tables failed: {describe_error(exc)}"
-                    ) from exc
-                time.sleep(0.05 * (attempt + 1))
+        """Create the tables if missing, and upgrade tables of earlier versions in place
+        (docs/design.md §3.9); safe when many replicas do it at the same moment."""
+        migration.create_tables(self.engine)
 
     # --- leases -----------------------------------------------------------
 
@@ -271,27 +256,73 @@ class LeaseStore:
         ``recovering`` and still ``running``), all in one transaction. Else a
         :class:`Refusal`: ``paused``, ``held`` (with ``expires_in``) or ``taken``
         (the fence moved on: a newer tick or another attempt won). Raises
-        StoreError for the whole call when the database fails.
+        StoreError for the whole call when the database fails; a connection that
+        broke is retried once with the same nonces, which tell a committed win.
         """
-        raise NotImplementedError
+        if not requests:
+            return []
+        names = [request.name for request in requests]
+        if len(set(names)) != len(names):
+            raise ValueError("a reacquisition names each task at most once")
+        if self._file is not None:
+            self._file.check()
+        known = self.lost_writes.attempt_refusals(requests)
+        sent = [r for r, refusal in zip(requests, known, strict=True) if refusal is None]
+        results = iter(self._reacquire_sent(sent) if sent else [])
+        return [next(results) if refusal is None else refusal for refusal in known]
+
+    def _reacquire_sent(self, requests: Sequence[AttemptRequest]) -> list[Lease | Refusal]:
+        floors = self.lost_writes.before([request.name for request in requests])
+        nonces = [f"{request.holder}#{secrets.token_hex(NONCE_BYTES)}" for request in requests]
+        sent_at = time.monotonic()
+        what = (
+            f"reacquiring the lease of {requests[0].name!r}"
+            if len(requests) == 1
+            else f"reacquiring the leases of {len(requests)} tasks"
+        )
+        rows = self._call(what, lambda conn: self._attempts.reacquire(conn, requests, nonces))
+        return attempts.outcomes(requests, nonces, rows, floors, self.lost_writes, sent_at)
 
     def attempt_candidates(self, names: Sequence[str]) -> list[AttemptCandidate]:
         """For each named task not paused, its latest attempt — the run row of the lease
         row's fence and holder — if that ended ``failed`` / ``timed_out``, or is still
-        ``running`` / ``abandoned`` with the lease expired; one statement per 500 names."""
-        raise NotImplementedError
+        ``running`` / ``abandoned`` with the lease expired; sorted by name. Manual runs
+        are never candidates. One statement per 500 names."""
+        unique = sorted(set(names))
+        floors = self.lost_writes.before(unique)
+        found: list[AttemptCandidate] = []
+        for start in range(0, len(unique), RECENT_RUNS_CHUNK):
+            chunk = unique[start : start + RECENT_RUNS_CHUNK]
+            found += self._call(
+                "reading attempt candidates",
+                functools.partial(self._attempts.candidates, names=chunk),
+            )
+        # a row that went back (lost writes) is repaired, and no attempt follows it
+        return [c for c in found if not self.lost_writes.went_back(c.name, c.slot, c.fence, floors)]
 
     def abandon_expired(self, limit: int = 1000) -> list[tuple[str, int, int]]:
         """The stuck watcher, fleet-wide: mark ``abandoned`` (finished now) at most ``limit``
         runs still ``running`` whose lease expired or moved to another fence or holder, of
-        every task in the database (paused, removed, undeclared ones too); their (name,
-        slot, attempt)."""
-        raise NotImplementedError
+        every task in the database (paused, removed, undeclared ones too), in one
+        transaction; their (name, slot, attempt)."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit!r}")
+        return self._call(
+            "marking stuck runs abandoned",
+            lambda conn: self._attempts.abandon_expired(conn, limit),
+        )
 
     def abandoned_counts(self, names: Sequence[str] | None = None) -> dict[str, int]:
         """How many runs are recorded ``abandoned``, per task (of ``names``, or all);
         tasks without any are absent."""
-        raise NotImplementedError
+        if names is not None and not names:
+            return {}
+        return self._call(
+            "counting abandoned runs",
+            lambda conn: self._attempts.abandoned_counts(
+                conn, None if names is None else sorted(set(names))
+            ),
+        )
 
     def finish(
         self, lease: Lease, outcome: Outcome, error: str | None = None, *, release: bool = True
