@@ -14,6 +14,8 @@ from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
 from cronlease._lease.names import normal_form
+from cronlease._lease.store import LeaseStore
+from cronlease._run.watcher import watcher_task
 from cronlease._task import Task
 from cronlease.errors import ConfigError, UnknownTaskError
 
@@ -26,6 +28,7 @@ class TaskDeclarations:
     """The declared tasks of one scheduler (by full name and by name); thread-safe."""
 
     namespace: str | None
+    store: LeaseStore
     _tasks: dict[str, Task]
     _by_name: dict[str, Task]
     _lock: threading.RLock
@@ -50,6 +53,9 @@ class TaskDeclarations:
         lease_ttl: object = None,
         grace: object = None,
         timeout: object = None,
+        retries: int = 0,
+        retry_delay: object = "10s",
+        recover: bool = False,
         args: tuple[Any, ...] = (),
         kwargs: Mapping[str, Any] | None = None,
     ) -> Callable[[F], F]: ...
@@ -61,6 +67,10 @@ class TaskDeclarations:
         may be ``async def``. ``timeout=`` bounds a run: an ``async def`` task is
         cancelled; a plain function cannot be stopped, so its run is recorded
         ``timed_out`` and its lease left to expire (README, "Timeouts").
+        ``retries=N`` runs a failed scheduled slot again, up to N times, after
+        ``retry_delay`` (default 10 s) doubled per attempt; ``recover=True`` runs a
+        slot whose replica died mid-run again on a survivor (README, "Retries and
+        crash recovery").
         Raises :class:`ConfigError` for an invalid declaration or a duplicate
         name. Returns the function unchanged.
         """
@@ -90,7 +100,21 @@ class TaskDeclarations:
             self._by_name[task.name] = task
             self._tasks[task.full_name] = task
             self._on_declared(task)
+            if task.wants_attempts:
+                self._bring_watcher()
         return task
+
+    def _bring_watcher(self) -> None:
+        """The first task that wants attempts brings the stuck watcher (built-in, leased)."""
+        watcher = watcher_task(self.store, self.namespace)
+        if watcher.full_name not in self._tasks:
+            self._tasks[watcher.full_name] = watcher
+            self._on_declared(watcher)
+
+    def _attempt_tasks(self) -> list[Task]:
+        """The declared tasks that want retries or recovery."""
+        with self._lock:
+            return [task for task in self._tasks.values() if task.wants_attempts]
 
     @property
     def tasks(self) -> Mapping[str, Task]:

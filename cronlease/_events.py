@@ -66,6 +66,10 @@ class RunStarted(Event):
     slot: int
     fence: int
     manual: bool
+    #: 1 for the tick's own run, 2, 3, ... for its retries and recoveries
+    attempt: int = 1
+    #: this attempt follows one whose replica died mid-run
+    recovering: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class RunFinished(Event):
     outcome: Outcome
     duration: float
     error: str | None
+    attempt: int = 1
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from cronlease._events import ClockChecked, Event, EventBus
 from cronlease._lease.database import adopt_engine, create_store_engine
 from cronlease._lease.model import Outcome, check_task_name
 from cronlease._lease.store import LeaseStore
+from cronlease._run.attempt_poll import AttemptPoll
 from cronlease._run.fire import Firing
 from cronlease._run.housekeeping import housekeeping_task
 from cronlease._run.lifecycle import interrupt_at_exit, stop_replica
@@ -113,6 +114,7 @@ class Scheduler(TaskDeclarations):
         self._started_at: datetime | None = None
         self._caught_up = False
         self._catch_up: CatchUp | None = None
+        self._attempts: AttemptPoll | None = None
         self._stop_requested = threading.Event()
         # set by a second signal (from a handler: a plain flag); ends every shutdown wait
         self._hurry = False
@@ -140,6 +142,8 @@ class Scheduler(TaskDeclarations):
     def _on_declared(self, task: Task) -> None:
         if self._firing is not None:
             self._firing.add(task)
+        if self._attempts is not None:
+            self._attempts.start()
 
     @property
     def shutdown_timeout(self) -> float:
@@ -157,6 +161,7 @@ class Scheduler(TaskDeclarations):
         was_running = self._firing is not None
         self._firing = None
         self._catch_up = None
+        self._attempts = None
         self._loop = None
         self._skew = None
         self._lock = threading.RLock()
@@ -215,6 +220,10 @@ class Scheduler(TaskDeclarations):
                 firing.add(task)
             self._firing = firing
             firing.start()
+            self._attempts = AttemptPoll(
+                self.runner, self.store, self._attempt_tasks, firing.submit
+            )
+            self._attempts.start()
             if self.runner.schema_ready:
                 self._start_catch_up()
             logger.info(
@@ -279,11 +288,12 @@ class Scheduler(TaskDeclarations):
         with self._lock:
             firing, self._firing = self._firing, None
             catch_up, self._catch_up = self._catch_up, None
+            attempts, self._attempts = self._attempts, None
         if firing is None:
             return
         limit = self.shutdown_grace if timeout is None else timeout
         deadline = Deadline(max(0.0, limit) if wait else 0.0, hurried=lambda: self._hurry)
-        stop_replica(self.runner, firing, catch_up, deadline, wait=wait)
+        stop_replica(self.runner, firing, catch_up, deadline, wait=wait, attempts=attempts)
         logger.info("cronlease replica %s stopped", self.holder)
 
     @property
@@ -324,8 +334,7 @@ class Scheduler(TaskDeclarations):
     def listen(self, listener: Callable[[E], object], *types: type[E]) -> Callable[[], None]:
         """Call ``listener`` with each event of ``types`` (all if none); returns unsubscribe.
 
-        Events: RunStarted, RunFinished, TickSkipped, LeaseLost, DatabaseUnavailable,
-        DatabaseRecovered, ClockChecked (see :mod:`cronlease._events`).
+        Events: RunStarted, RunFinished, TickSkipped, LeaseLost, DatabaseUnavailable, ...
         """
         return self.events.listen(listener, *types)
 

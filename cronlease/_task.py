@@ -10,14 +10,30 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from sqlalchemy.engine import Connection
+
+from cronlease._lease.fencing import verify_lease
 from cronlease._lease.model import check_task_name
 from cronlease._timing.schedule import Schedule, parse_duration, time_of_slot
 from cronlease.errors import ConfigError
 
-__all__ = ["CATCH_UP_POLICIES", "CatchUp", "Liveness", "RunContext", "Task", "takes_context"]
+__all__ = [
+    "CATCH_UP_POLICIES",
+    "DEFAULT_RETRY_DELAY",
+    "MAX_RETRIES",
+    "CatchUp",
+    "Liveness",
+    "RunContext",
+    "Task",
+    "takes_context",
+]
 
 CatchUp = Literal["skip", "latest", "all"]
 CATCH_UP_POLICIES: tuple[str, ...] = ("skip", "latest", "all")
+#: seconds before the first retry of a failed attempt (doubled for each one after)
+DEFAULT_RETRY_DELAY = 10.0
+#: more is a typo: with the doubling delay, 100 retries of "1s" outlast any schedule
+MAX_RETRIES = 100
 
 
 class Liveness:
@@ -60,7 +76,19 @@ class Liveness:
 class RunContext:
     """What a running task knows about its run. Pass ``ctx`` as the task's first parameter."""
 
-    __slots__ = ("_liveness", "fence", "manual", "name", "scheduled_for", "slot")
+    __slots__ = (
+        "_holder",
+        "_liveness",
+        "_stored_name",
+        "attempt",
+        "fence",
+        "key",
+        "manual",
+        "name",
+        "recovering",
+        "scheduled_for",
+        "slot",
+    )
 
     def __init__(
         self,
@@ -71,24 +99,53 @@ class RunContext:
         scheduled_for: datetime,
         manual: bool,
         liveness: Liveness,
+        attempt: int = 1,
+        recovering: bool = False,
+        full_name: str | None = None,
+        holder: str = "",
     ) -> None:
         self.name = name
         self.slot = slot
         self.fence = fence
         self.scheduled_for = scheduled_for
         self.manual = manual
+        #: 1 for the first attempt at this slot, 2 for its first retry or recovery, ...
+        self.attempt = attempt
+        #: True when this attempt follows one whose replica died mid-run
+        self.recovering = recovering
         self._liveness = liveness
+        self._stored_name = full_name or name
+        self._holder = holder
+        #: the same on every attempt of a slot, different for every slot, namespace and
+        #: manual run: an idempotency key for effects outside the database
+        self.key = idempotency_key(self._stored_name, slot, manual)
 
     @property
     def lost(self) -> bool:
         """True once this run can no longer be sure it holds the lease; stop writing then."""
         return self._liveness.lost
 
+    def verify(self, connection: Connection) -> None:
+        """Raise :class:`~cronlease.errors.LeaseLostError` unless this attempt still holds
+        its task's lease; call it in your transaction on the lease database, before commit.
+
+        It locks the lease row for share until ``connection``'s transaction ends, so no
+        other attempt can take the lease between the check and the commit.
+        """
+        verify_lease(connection, name=self._stored_name, fence=self.fence, holder=self._holder)
+
     def __repr__(self) -> str:
         return (
             f"RunContext(name={self.name!r}, slot={self.slot}, fence={self.fence}, "
-            f"scheduled_for={self.scheduled_for.isoformat()}, lost={self.lost})"
+            f"attempt={self.attempt}, scheduled_for={self.scheduled_for.isoformat()}, "
+            f"lost={self.lost})"
         )
+
+
+def idempotency_key(full_name: str, slot: int, manual: bool) -> str:
+    """``<stored full name>@<slot>``, ``@manual-<slot>`` for a manual run: the slot is the
+    last field and a number, so two different (name, slot) pairs never give one key."""
+    return f"{full_name}@{'manual-' if manual else ''}{slot}"
 
 
 def takes_context(func: Callable[..., Any]) -> bool:
@@ -120,6 +177,12 @@ class Task:
     catchup_limit: int = 10
     #: seconds a run may take: see :mod:`cronlease._run.execution` for what a timeout does
     timeout: float | None = None
+    #: failed attempts of a scheduled slot tried again, after ``retry_delay`` seconds
+    #: doubled per attempt (:mod:`cronlease._run.attempts`)
+    retries: int = 0
+    retry_delay: float = DEFAULT_RETRY_DELAY
+    #: a run whose holder died is run again by a survivor, as the slot's next attempt
+    recover: bool = False
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     full_name: str = field(init=False)
@@ -141,6 +204,21 @@ class Task:
             raise ConfigError(f"task {self.name!r}: grace must be positive and at most 1 day")
         if self.timeout is not None and not 0 < self.timeout <= 7 * 86400.0:
             raise ConfigError(f"task {self.name!r}: timeout must be positive and at most 7 days")
+        if (
+            isinstance(self.retries, bool)
+            or not isinstance(self.retries, int)
+            or not 0 <= self.retries <= MAX_RETRIES
+        ):
+            raise ConfigError(
+                f"task {self.name!r}: retries must be a whole number from 0 to {MAX_RETRIES}, "
+                f"not {self.retries!r}"
+            )
+        if not 0 < self.retry_delay <= 86400.0:
+            raise ConfigError(f"task {self.name!r}: retry_delay must be positive and at most 1 day")
+        if not isinstance(self.recover, bool):
+            raise ConfigError(
+                f"task {self.name!r}: recover must be True or False, not {self.recover!r}"
+            )
         if self.catchup not in CATCH_UP_POLICIES:
             raise ConfigError(
                 f"task {self.name!r}: catchup must be one of {', '.join(CATCH_UP_POLICIES)}, "
@@ -176,6 +254,9 @@ class Task:
         timeout: object = None,
         catchup: str = "latest",
         catchup_limit: int = 10,
+        retries: int = 0,
+        retry_delay: object = DEFAULT_RETRY_DELAY,
+        recover: bool = False,
         namespace: str | None = None,
         args: tuple[Any, ...] = (),
         kwargs: Mapping[str, Any] | None = None,
@@ -200,6 +281,7 @@ class Task:
             ttl = None if lease_ttl is None else _seconds(lease_ttl, "lease_ttl")
             grace_seconds = None if grace is None else _seconds(grace, "grace")
             timeout_seconds = None if timeout is None else _seconds(timeout, "timeout")
+            delay = _seconds(retry_delay, "retry_delay")
         except ConfigError as exc:
             raise ConfigError(f"task {label!r}: {exc}") from None
         return cls(
@@ -212,9 +294,17 @@ class Task:
             timeout=timeout_seconds,
             catchup=catchup,  # type: ignore[arg-type]
             catchup_limit=catchup_limit,
+            retries=retries,
+            retry_delay=delay,
+            recover=recover,
             args=tuple(args),
             kwargs=dict(kwargs or {}),
         )
+
+    @property
+    def wants_attempts(self) -> bool:
+        """Whether a slot of this task may get attempts after the first."""
+        return self.retries > 0 or self.recover
 
     def ttl(self, fire_time: datetime) -> float:
         return self.lease_ttl if self.lease_ttl is not None else self.schedule.ttl(fire_time)

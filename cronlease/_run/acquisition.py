@@ -1,7 +1,10 @@
 """Acquisition: admitted ticks' leases in one store call, and what each refusal means.
 
 Every tick path ends here in one call, :meth:`LeaseStore.acquire_many`, for
-one tick or a thousand (docs/design.md §4). Per result:
+one tick or a thousand (docs/design.md §4); ``attempt`` ticks (a slot's
+second or later attempt) in one call of their own,
+:meth:`LeaseStore.reacquire_many`, a compare-and-swap on the fence of the
+attempt each follows. Per result:
 
 - a **lease** is a winner, handed to ``on_won`` as soon as its part of the
   batch has answered;
@@ -12,7 +15,8 @@ one tick or a thousand (docs/design.md §4). Per result:
   renewed meanwhile, so a manual run delays a tick but never costs it);
 - any other **refusal** is a skipped tick, counted in bulk and reported to
   whoever listens: refusals are the common case, every replica but one, every
-  tick.
+  tick. A refused attempt is only counted (``attempts_not_acquired``): it is
+  no tick, and the attempt poll asks again while it should still happen.
 
 Built for the fleet's common case, hundreds of tasks due at one instant on
 every replica and one replica winning them:
@@ -38,7 +42,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from cronlease._lease.model import Lease, Refusal
+from cronlease._lease.model import AcquireRequest, AttemptRequest, Lease, Refusal
 from cronlease._lease.store import LeaseStore
 from cronlease._run.admission import Candidate, Skips
 from cronlease._run.log_streaks import LogStreaks
@@ -133,9 +137,16 @@ class Acquisition:
         def part(chunk: Sequence[Candidate], results: Results) -> None:
             self._decide(chunk, results, decision, on_won, refusals)
 
+        attempts = [candidate for candidate in candidates if candidate.tick.kind == "attempt"]
+        if attempts:
+            candidates = [candidate for candidate in candidates if candidate.tick.kind != "attempt"]
+            part(attempts, self._send(attempts))
+
         # Split only a replica that won every task it tried last: where two
         # replicas share the tasks, their statements already run in parallel.
-        if len(candidates) < LARGE_BATCH or self._won_elsewhere:
+        if not candidates:
+            pass
+        elif len(candidates) < LARGE_BATCH or self._won_elsewhere:
             part(candidates, self._send(candidates))
         else:
             ordered = sorted(candidates, key=lambda candidate: candidate.request.name)
@@ -150,8 +161,14 @@ class Acquisition:
         return decision
 
     def _send(self, candidates: Sequence[Candidate]) -> Results:
+        """One statement for ``candidates``: all attempts, or all first acquisitions."""
         try:
-            return self._store.acquire_many([candidate.request for candidate in candidates])
+            requests = [candidate.request for candidate in candidates]
+            if isinstance(requests[0], AttemptRequest):
+                return self._store.reacquire_many(
+                    [r for r in requests if isinstance(r, AttemptRequest)]
+                )
+            return self._store.acquire_many([r for r in requests if isinstance(r, AcquireRequest)])
         except StoreError as exc:
             return exc
 
@@ -186,6 +203,9 @@ class Acquisition:
         debug = logger.isEnabledFor(logging.DEBUG)
         for candidate, result in zip(candidates, results, strict=True):
             tick = candidate.tick
+            if tick.follows is not None:
+                self._attempt_decided(candidate, result, on_won)
+                continue
             if not isinstance(result, Refusal) or result.reason != "future":
                 self._streaks.ended(tick.task.full_name, "future")
             # only ticks of the scheduled path say who is likely to win the next one
@@ -220,7 +240,7 @@ class Acquisition:
                     "fleet runs it on time. Fix NTP here",
                     tick.task.full_name,
                     tick.fire_time.isoformat(),
-                    round(candidate.request.tolerance, 3),
+                    round(_tolerance(candidate), 3),
                 )
             elif debug:
                 logger.debug(
@@ -229,6 +249,35 @@ class Acquisition:
                     tick.fire_time.isoformat(),
                     reason,
                 )
+
+    def _attempt_decided(
+        self,
+        candidate: Candidate,
+        result: Lease | Refusal,
+        on_won: Callable[[Candidate, Lease], None],
+    ) -> None:
+        tick, follows = candidate.tick, candidate.tick.follows
+        assert follows is not None
+        if isinstance(result, Lease):
+            self._stats.add("attempts_started")
+            logger.info(
+                "%s: slot %s: attempt %d starts (%s)",
+                tick.task.full_name,
+                candidate.request.slot,
+                follows.attempt,
+                "its previous holder died" if follows.recovering else "retrying a failed run",
+            )
+            on_won(candidate, result)
+            return
+        # another replica won it, or the slot moved on: the poll decides again next pass
+        self._stats.add("attempts_not_acquired")
+        logger.debug(
+            "%s: slot %s: attempt %d not acquired (%s)",
+            tick.task.full_name,
+            candidate.request.slot,
+            follows.attempt,
+            result.reason,
+        )
 
     def _row_refused(self, candidate: Candidate, error: RowRefused) -> None:
         tick = candidate.tick
@@ -257,6 +306,11 @@ class Acquisition:
         )
         self._stats.add("late_pickups")
         return time.monotonic() + wait, Tick(tick.task, tick.fire_time, "retry")
+
+
+def _tolerance(candidate: Candidate) -> float:
+    request = candidate.request
+    return request.tolerance if isinstance(request, AcquireRequest) else 0.0
 
 
 def ticks_named(candidates: Sequence[Candidate], shown: int = 5) -> str:

@@ -37,6 +37,8 @@ class ActiveRun:
     recorded_as: Outcome | None = None
     #: the task returned (set with the registry's lock, so a timeout cannot race it)
     returned: bool = False
+    #: this attempt follows one whose replica died mid-run (RunContext.recovering)
+    recovering: bool = False
 
     @property
     def interrupted(self) -> bool:
@@ -56,7 +58,7 @@ class ActiveRuns:
         # closed while runs were still going: close the heartbeats when the last one ends
         self._close_when_idle = False
 
-    def begin(self, task: Task, lease: Lease) -> ActiveRun:
+    def begin(self, task: Task, lease: Lease, *, recovering: bool = False) -> ActiveRun:
         """Start renewing a won lease and count its run as in progress."""
 
         def on_lost() -> None:
@@ -64,7 +66,7 @@ class ActiveRuns:
             self._events.emit(LeaseLost(task=task.full_name, slot=lease.slot, fence=lease.fence))
 
         liveness = self._heartbeats.track(lease, on_lost)
-        run = ActiveRun(task, lease, liveness, started=time.monotonic())
+        run = ActiveRun(task, lease, liveness, started=time.monotonic(), recovering=recovering)
         with self._changed:
             self._runs[task.full_name] = run
             self._close_when_idle = False

@@ -4,7 +4,10 @@ In this order, for every tick however it began: shutdown, then grace, then
 local overlap. Grace comes before the acquisition so that a tick that waited
 in a queue never takes a lease it is too late to use; overlap is checked
 here so that a task still running on this replica costs no statement. What
-survives becomes an :class:`AcquireRequest`.
+survives becomes an :class:`AcquireRequest` — or, for an ``attempt`` tick
+(the slot's second or later attempt), an :class:`AttemptRequest`, with no
+grace (its deadline is the slot's next fire time) and its overlap skip not
+reported as a skipped tick: the attempt poll offers it again.
 
 A schedule's TTL, grace and tolerance are computed once per fire time, not
 once per task: a fleet's common tick is hundreds of tasks of one schedule.
@@ -18,7 +21,7 @@ from datetime import datetime, timezone
 from typing import NamedTuple
 
 from cronlease._events import EventBus, SkipReason, TickSkipped
-from cronlease._lease.model import AcquireRequest
+from cronlease._lease.model import AcquireRequest, AttemptRequest
 from cronlease._run.log_streaks import LogStreaks
 from cronlease._run.ticks import Tick, Timing
 from cronlease._stats import Stats
@@ -35,7 +38,7 @@ class Candidate(NamedTuple):
     still start it (None: no late pickup for this kind of tick)."""
 
     tick: Tick
-    request: AcquireRequest
+    request: AcquireRequest | AttemptRequest
     pickup_until: float | None
 
 
@@ -112,6 +115,28 @@ class Admission:
                 continue
             if tick.kind == "scheduled":
                 self._streaks.ended(task.full_name, "misfire")
+            ttl = timing.ttl if task.lease_ttl is None else task.lease_ttl
+            follows = tick.follows
+            if follows is not None:  # an attempt tick
+                if task.full_name in running:
+                    logger.debug(
+                        "%s: attempt %d of slot %s not started: the task is running here",
+                        task.full_name,
+                        follows.attempt,
+                        timing.slot,
+                    )
+                    continue
+                attempt = AttemptRequest(
+                    name=task.full_name,
+                    slot=timing.slot,
+                    after_fence=follows.after_fence,
+                    attempt=follows.attempt,
+                    ttl=ttl,
+                    holder=self._holder,
+                    recovering=follows.recovering,
+                )
+                candidates.append(Candidate(tick, attempt, follows.until))
+                continue
             if task.full_name in running:
                 self._skips.skipped(task, timing.slot, "overlap")
                 logger.debug(
@@ -123,7 +148,7 @@ class Admission:
             request = AcquireRequest(
                 name=task.full_name,
                 slot=timing.slot,
-                ttl=timing.ttl if task.lease_ttl is None else task.lease_ttl,
+                ttl=ttl,
                 holder=self._holder,
                 tolerance=timing.tolerance,
                 fingerprint=task.schedule.fingerprint,

@@ -80,13 +80,22 @@ class Execution:
             scheduled_for=time_of_slot(lease.slot),
             manual=lease.manual,
             liveness=run.liveness,
+            attempt=lease.attempt,
+            recovering=run.recovering,
+            full_name=task.full_name,
+            holder=lease.holder,
         )
         error: str | None = None
         outcome: Outcome = "succeeded"
         if self._events.wants(RunStarted):
             self._events.emit(
                 RunStarted(
-                    task=task.full_name, slot=lease.slot, fence=lease.fence, manual=lease.manual
+                    task=task.full_name,
+                    slot=lease.slot,
+                    fence=lease.fence,
+                    manual=lease.manual,
+                    attempt=lease.attempt,
+                    recovering=run.recovering,
                 )
             )
         armed = None

@@ -2,8 +2,9 @@
 
 1. Stop accepting: ticks still queued are skipped as ``shutdown``, catch-up
    stops between rounds, no lease is taken from here on.
-2. Stop APScheduler; join the acquirer and the catch-up thread, so every run
-   they won is registered (and on the worker pool) before anyone counts them.
+2. Stop APScheduler; join the acquirer, the catch-up thread and the attempt
+   poll, so every run they won is registered (and on the worker pool) before
+   anyone counts them.
 3. Wait for runs in progress (``wait``), each recorded and released as usual.
 4. Runs still executing then are *not* interrupted: the process may live on,
    so each keeps renewing its lease until its task really returns, and is
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 
+from cronlease._run.attempt_poll import AttemptPoll
 from cronlease._run.fire import Firing
 from cronlease._run.runner import TickRunner
 from cronlease._run.startup import CatchUp
@@ -35,12 +37,15 @@ def stop_replica(
     deadline: Deadline,
     *,
     wait: bool,
+    attempts: AttemptPoll | None = None,
 ) -> list[str]:
     """Steps 1-5 above; returns the full names of the tasks still running after it."""
     runner.stop_accepting()
     firing.shutdown(deadline)
     if catch_up is not None:
         deadline.join(catch_up.thread, "the catch-up's last round")
+    if attempts is not None:
+        deadline.join(attempts.stop(), "the attempt poll's last pass")
     firing.close_pool()  # after everything that dispatches to it
     if wait:
         running = runner.running

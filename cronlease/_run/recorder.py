@@ -97,10 +97,11 @@ class Recorder:
             lease = entry.run.lease
             if info:
                 logger.info(
-                    "%s slot=%s fence=%s outcome=%s duration=%.3fs",
+                    "%s slot=%s fence=%s%s outcome=%s duration=%.3fs",
                     lease.name,
                     lease.slot,
                     lease.fence,
+                    f" attempt={lease.attempt}" if lease.attempt > 1 else "",
                     entry.outcome,
                     entry.duration,
                 )
@@ -114,6 +115,7 @@ class Recorder:
                         outcome=entry.outcome,
                         duration=entry.duration,
                         error=entry.error,
+                        attempt=lease.attempt,
                     )
                 )
 

@@ -192,7 +192,10 @@ class TickRunner:
         def on_won(candidate: Candidate, lease: Lease) -> None:
             nonlocal handed_out
             task = candidate.tick.task
-            run = self._active.begin(task, lease)
+            follows = candidate.tick.follows
+            run = self._active.begin(
+                task, lease, recovering=follows is not None and follows.recovering
+            )
             if self._too_late(candidate, run):
                 return
             if inline:

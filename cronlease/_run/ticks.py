@@ -8,6 +8,7 @@ kind          grace  overlap  late pickup  deferral
 scheduled     yes    yes      yes          yes
 catch_up      no     yes      no           no
 retry         no     yes      yes          no
+attempt       no     yes      no           no
 manual        no     no       no           no
 ============  =====  =======  ===========  ========
 
@@ -15,10 +16,16 @@ A ``retry`` is the late pickup of a scheduled tick: tried again when the
 lease an older run still held expires, and again if it was renewed meanwhile,
 always within the scheduled tick's grace (its deadline: late pickups of a
 retry, and the check of a lease won too late, use it; the admission grace
-check does not). A ``manual`` tick (run now) is decided by the lease alone,
-never consumes a scheduled slot and never delays or overlaps a scheduled tick
-on this replica as ``overlap``. A tick dispatched to the worker pool takes a
-worker slot (:mod:`cronlease._run.capacity`); an inline one does not.
+check does not). An ``attempt`` is the second or a later attempt at a slot
+(a retry of a failed run, the recovery of a dead one:
+:mod:`cronlease._run.attempts`), made by the attempt poll
+(:mod:`cronlease._run.attempt_poll`); it carries the attempt it follows
+(:class:`Follows`), is acquired by a compare-and-swap on that attempt's
+fence, and its deadline is the slot's next fire time. A ``manual`` tick (run
+now) is decided by the lease alone, never consumes a scheduled slot and
+never delays or overlaps a scheduled tick on this replica as ``overlap``. A
+tick dispatched to the worker pool takes a worker slot
+(:mod:`cronlease._run.capacity`); an inline one does not.
 """
 
 from __future__ import annotations
@@ -31,9 +38,20 @@ from typing import Literal, NamedTuple
 from cronlease._lease.model import Outcome
 from cronlease._task import Task
 
-__all__ = ["Decision", "Tick", "TickKind", "Timing"]
+__all__ = ["Decision", "Follows", "Tick", "TickKind", "Timing"]
 
-TickKind = Literal["scheduled", "catch_up", "retry", "manual"]
+TickKind = Literal["scheduled", "catch_up", "retry", "attempt", "manual"]
+
+
+class Follows(NamedTuple):
+    """What an ``attempt`` tick follows: the fence of the slot's previous attempt, this
+    attempt's number, whether its holder died, and the epoch time it must start before
+    (the slot's next fire time; None: the schedule has no next one)."""
+
+    after_fence: int
+    attempt: int
+    recovering: bool
+    until: float | None
 
 
 class Tick(NamedTuple):
@@ -43,6 +61,8 @@ class Tick(NamedTuple):
     task: Task
     fire_time: datetime
     kind: TickKind = "scheduled"
+    #: only for an ``attempt`` tick
+    follows: Follows | None = None
 
 
 class Timing(NamedTuple):

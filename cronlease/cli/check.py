@@ -45,6 +45,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         extras = [f"ttl {format_duration(task['lease_ttl'])}"]
         if task["timeout"] is not None:
             extras.append(f"timeout {format_duration(task['timeout'])}")
+        if task["retries"]:
+            extras.append(
+                f"retries {task['retries']} after {format_duration(task['retry_delay'])} doubling"
+            )
+        if task["recover"]:
+            extras.append("recover")
         if not task["enabled"]:
             extras.append("DISABLED")
         print()
@@ -93,6 +99,9 @@ def _describe_spec(config: Config, spec: TaskSpec, now: datetime, count: int) ->
         "timezone": spec.schedule.timezone,
         "lease_ttl": ttl,
         "timeout": spec.timeout,
+        "retries": spec.retries,
+        "retry_delay": spec.retry_delay,
+        "recover": spec.recover,
         "enabled": spec.enabled,
         "next": [fire["local"] for fire in fires],  # the local times alone, as before
         "fires": fires,

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from cronlease._lease.model import RunRecord
 from cronlease._lease.store import LeaseStore
 from cronlease._run.housekeeping import HOUSEKEEPING_TASK
+from cronlease._run.watcher import STUCK_WATCHER_TASK
 from cronlease._status import (
     DeclaredTask,
     RunStatus,
@@ -121,7 +122,7 @@ def _read(store: LeaseStore, config: Config | None, *, missing: bool) -> StatusR
         store,
         declared,
         namespace=namespace,
-        internal=(HOUSEKEEPING_TASK,),
+        internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
         runs=1,
         clock=True,
         abandoned=True,

@@ -17,7 +17,7 @@ from typing import Any
 from cronlease._lease.names import normal_form
 from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask
-from cronlease._task import Task
+from cronlease._task import DEFAULT_RETRY_DELAY, Task
 from cronlease._timing.schedule import Schedule
 from cronlease.errors import ConfigError
 
@@ -43,6 +43,9 @@ class TaskSpec:
     enabled: bool = True
     catchup: str = "latest"
     catchup_limit: int = 10
+    retries: int = 0
+    retry_delay: float = DEFAULT_RETRY_DELAY
+    recover: bool = False
     line: int | None = None
 
     @property
@@ -86,6 +89,9 @@ class TaskSpec:
             lease_ttl=self.lease_ttl,
             catchup=catchup or self.catchup,
             catchup_limit=self.catchup_limit,
+            retries=self.retries,
+            retry_delay=self.retry_delay,
+            recover=self.recover,
             timeout=self.timeout if self.command is None else None,
             args=self.args,
             kwargs=self.kwargs,

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronlease._lease.database import DEFAULT_URL, normalize_url
 from cronlease._lease.model import check_task_name
-from cronlease._task import CATCH_UP_POLICIES
+from cronlease._task import CATCH_UP_POLICIES, DEFAULT_RETRY_DELAY, MAX_RETRIES
 from cronlease._timing.schedule import Schedule, parse_duration
 from cronlease.config._calls import resolve_call, split_call
 from cronlease.config._locate import SourceLines
@@ -41,6 +41,9 @@ COMMON_KEYS = (
     "enabled",
     "catchup",
     "catchup_limit",
+    "retries",
+    "retry_delay",
+    "recover",
 )
 CALL_KEYS = ("call", "args", "kwargs")
 COMMAND_KEYS = ("command", "shell", "cwd", "env")
@@ -212,6 +215,17 @@ class Validator:
         catchup_limit = table.get("catchup_limit", 10)
         if type(catchup_limit) is not int or not 1 <= catchup_limit <= 1000:
             raise self.error("must be an integer from 1 to 1000", task=name, key="catchup_limit")
+        retries = table.get("retries", 0)
+        if type(retries) is not int or not 0 <= retries <= MAX_RETRIES:
+            raise self.error(
+                f"must be a whole number from 0 to {MAX_RETRIES}", task=name, key="retries"
+            )
+        retry_delay = self.duration(name, table, "retry_delay")
+        if retry_delay is not None and retry_delay > 86400.0:
+            raise self.error("must be at most 1 day", task=name, key="retry_delay")
+        recover = table.get("recover", False)
+        if not isinstance(recover, bool):
+            raise self.error("must be true or false", task=name, key="recover")
         common = {
             "name": stored,
             "schedule": schedule,
@@ -220,6 +234,9 @@ class Validator:
             "enabled": enabled,
             "catchup": catchup,
             "catchup_limit": catchup_limit,
+            "retries": retries,
+            "retry_delay": DEFAULT_RETRY_DELAY if retry_delay is None else retry_delay,
+            "recover": recover,
             "line": self.source.table_start(name) or self.source.dotted_line(name, None),
         }
         if "call" in table:

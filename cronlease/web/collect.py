@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from cronlease._lease.store import LeaseStore
 from cronlease._run.housekeeping import HOUSEKEEPING_TASK
+from cronlease._run.watcher import STUCK_WATCHER_TASK
 from cronlease._scheduler import Scheduler
 from cronlease._status import MIN_SCRUBBED_PASSWORD as MIN_SCRUBBED_PASSWORD
 from cronlease._status import DeclaredTask, health_json, read_status, report_json
@@ -36,7 +37,7 @@ def collect_status(page: PageSource) -> dict[str, Any]:
         page.store,
         page.declared_tasks(),
         namespace=page.namespace,
-        internal=(HOUSEKEEPING_TASK,),
+        internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
         runs=page.runs,
         clock=True,
         abandoned=True,

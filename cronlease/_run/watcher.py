@@ -1,0 +1,63 @@
+"""The stuck watcher: a built-in task, leased like any (so once per fleet), every minute.
+
+A replica that dies mid-run leaves its run row ``running``. The next
+acquirer of that task marks it ``abandoned`` — but a paused, removed or
+weekly task may have no next acquirer for days. The watcher marks such runs
+fleet-wide, every task in the database included (paused, removed, other
+namespaces): runs still ``running`` whose lease expired or moved on to
+another fence (:meth:`LeaseStore.abandon_expired`). Those of ``recover=True``
+tasks stay candidates of the attempt poll (:mod:`cronlease._run.attempt_poll`),
+which recovers them whether or not the watcher saw them first.
+
+It is declared by a scheduler with a task that asks for retries or recovery
+(docs/design.md §4.11): a fleet with none behaves exactly as before.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cronlease._lease.store import LeaseStore
+from cronlease._task import Task
+
+__all__ = ["ABANDON_BATCH", "ABANDON_ROUNDS", "STUCK_WATCHER_TASK", "watcher_task"]
+
+#: its name (not listed in ``Scheduler.tasks``)
+STUCK_WATCHER_TASK = "cronlease-stuck-watcher"
+#: runs one statement marks at most, and statements one pass makes at most
+ABANDON_BATCH = 1000
+ABANDON_ROUNDS = 10
+
+logger = logging.getLogger("cronlease")
+
+
+def watch(store: LeaseStore) -> int:
+    """One pass: mark the stuck runs, in bounded statements; returns how many."""
+    marked: list[tuple[str, int, int]] = []
+    for _ in range(ABANDON_ROUNDS):
+        batch = store.abandon_expired(ABANDON_BATCH)
+        marked.extend(batch)
+        if len(batch) < ABANDON_BATCH:
+            break
+    if marked:
+        shown = ", ".join(
+            f"{name} slot {slot} attempt {attempt}" for name, slot, attempt in marked[:5]
+        )
+        more = f" and {len(marked) - 5} more" if len(marked) > 5 else ""
+        logger.info(
+            "stuck watcher: %d run(s) whose replica stopped renewing their lease mid-run "
+            "marked abandoned: %s%s",
+            len(marked),
+            shown,
+            more,
+        )
+    return len(marked)
+
+
+def watcher_task(store: LeaseStore, namespace: str | None) -> Task:
+    def stuck_watcher() -> None:
+        watch(store)
+
+    return Task.declare(
+        stuck_watcher, every="1m", name=STUCK_WATCHER_TASK, namespace=namespace, catchup="skip"
+    )

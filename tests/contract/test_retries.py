@@ -1,0 +1,184 @@
+"""Retries on every backend: attempts 2, 3, ... of a slot after a failed one (issue 13).
+
+A real scheduler on a real database; every attempt the task makes is counted
+at the attempts ledger (tests/support/attempt_ledger.py), not from the
+scheduler's own account. Backoff is asserted as a lower bound only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from cronlease import RunContext, RunFinished, RunRecord, RunStarted, Scheduler
+from cronlease._run.attempts import backoff
+from cronlease._run.watcher import STUCK_WATCHER_TASK
+from cronlease._timing.schedule import slot_of
+from tests.support import attempt_ledger
+from tests.support.attempt_ledger import Entry
+from tests.support.procs import wait_for
+
+DELAY = 0.2
+
+
+@contextmanager
+def running(scheduler: Scheduler) -> Iterator[Scheduler]:
+    try:
+        with scheduler:
+            yield scheduler
+    finally:
+        scheduler.store.dispose()
+
+
+def by_slot(entries: list[Entry]) -> dict[int, list[Entry]]:
+    slots: dict[int, list[Entry]] = {}
+    for entry in entries:
+        slots.setdefault(entry.slot, []).append(entry)
+    return slots
+
+
+def recorded(scheduler: Scheduler, name: str, slot: int) -> list[RunRecord]:
+    """The finished attempts of ``slot``, by attempt."""
+    runs = [r for r in scheduler.store.history(name, 50) if r.slot == slot]
+    return sorted((r for r in runs if r.outcome != "running"), key=lambda r: r.attempt)
+
+
+def declare_failing(
+    scheduler: Scheduler, db_url: str, name: str, *, fail_until: int, **options: object
+) -> None:
+    @scheduler.task(every="5s", name=name, **options)  # type: ignore[call-overload]
+    def flaky(ctx: RunContext) -> None:
+        attempt_ledger.append(db_url, name, ctx)
+        if ctx.attempt <= fail_until:
+            raise RuntimeError(f"attempt {ctx.attempt} fails")
+
+
+@pytest.mark.slow
+def test_failing_twice_then_succeeding_runs_attempts_one_to_three(
+    db_url: str, task_name: str
+) -> None:
+    attempt_ledger.setup(db_url)
+    scheduler = Scheduler(db_url)
+    events: list[RunStarted | RunFinished] = []
+    scheduler.listen(events.append, RunStarted, RunFinished)
+    declare_failing(scheduler, db_url, task_name, fail_until=2, retries=2, retry_delay=DELAY)
+    with running(scheduler):
+        done = wait_for(
+            lambda: [
+                a
+                for a in by_slot(attempt_ledger.entries(db_url, task_name)).values()
+                if len(a) >= 3
+            ],
+            30,
+            "a slot with three attempts",
+        )
+        first = done[0]
+        slot = first[0].slot
+        history = wait_for(
+            lambda: len(done := recorded(scheduler, task_name, slot)) >= 3 and done,
+            10,
+            "three recorded attempts",
+        )
+    assert [e.attempt for e in first] == [1, 2, 3]
+    assert not any(e.recovering for e in first)
+    assert len({e.key for e in first}) == 1  # one idempotency key for the slot
+    for previous, following in itertools.pairwise(first):
+        assert following.at - previous.at >= backoff(DELAY, previous.attempt)
+    assert [r.attempt for r in history] == [1, 2, 3]
+    assert [r.outcome for r in history] == ["failed", "failed", "succeeded"]
+    fences = [r.fence for r in history]
+    assert fences == sorted(fences) and len(set(fences)) == 3
+    started = [e for e in events if isinstance(e, RunStarted) and e.slot == slot]
+    finished = [e for e in events if isinstance(e, RunFinished) and e.slot == slot]
+    assert [e.attempt for e in started[:3]] == [e.attempt for e in finished[:3]] == [1, 2, 3]
+    assert [e.outcome for e in finished[:3]] == ["failed", "failed", "succeeded"]
+    # no more attempts of a slot that succeeded
+    assert [e.attempt for e in by_slot(attempt_ledger.entries(db_url, task_name))[slot]] == [
+        1,
+        2,
+        3,
+    ]
+
+
+@pytest.mark.slow
+def test_with_one_retry_a_slot_ends_failed_after_two_attempts(db_url: str, task_name: str) -> None:
+    attempt_ledger.setup(db_url)
+    scheduler = Scheduler(db_url)
+    declare_failing(scheduler, db_url, task_name, fail_until=99, retries=1, retry_delay=DELAY)
+    with running(scheduler):
+        # the slot after the one retried has begun: nothing more comes for the first
+        slots = wait_for(
+            lambda: (
+                (s := by_slot(attempt_ledger.entries(db_url, task_name)))
+                and len(s) >= 2
+                and len(next(iter(s.values()))) >= 2
+                and s
+            ),
+            30,
+            "two attempts of a slot, then the next slot",
+        )
+        first_slot = min(slots)
+        records = recorded(scheduler, task_name, first_slot)
+    assert [e.attempt for e in slots[first_slot]] == [1, 2]
+    assert [(r.attempt, r.outcome) for r in records] == [(1, "failed"), (2, "failed")]
+
+
+@pytest.mark.slow
+def test_a_retry_that_would_reach_the_next_fire_time_is_not_started(
+    db_url: str, task_name: str
+) -> None:
+    attempt_ledger.setup(db_url)
+    scheduler = Scheduler(db_url)
+    # every 5 s; the retry would be due 6 s after the failure: past the next tick
+    declare_failing(scheduler, db_url, task_name, fail_until=99, retries=3, retry_delay="6s")
+    with running(scheduler):
+        slots = wait_for(
+            lambda: len(s := by_slot(attempt_ledger.entries(db_url, task_name))) >= 3 and s,
+            30,
+            "three slots",
+        )
+    assert all(e.attempt == 1 for entries in slots.values() for e in entries)
+    assert all(len(entries) == 1 for entries in slots.values())
+
+
+def test_without_retries_or_recovery_there_is_no_poll_and_no_watcher(
+    db_url: str, task_name: str
+) -> None:
+    scheduler = Scheduler(db_url)
+    ran: list[int] = []
+    scheduler.add_task(lambda ctx: ran.append(ctx.attempt), every="1s", name=task_name)
+    with running(scheduler):
+        wait_for(lambda: ran, 20, "a run")
+        poll = scheduler._attempts
+        assert poll is not None and poll.thread is None  # never started, never queried
+        assert not any(STUCK_WATCHER_TASK in name for name in scheduler._tasks)
+        # declared while running: the poll starts, the watcher comes with it
+        scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-r", retries=1)
+        assert poll.thread is not None and poll.thread.is_alive()
+        assert any(STUCK_WATCHER_TASK in name for name in scheduler._tasks)
+    assert ran[0] == 1
+    assert poll.thread is not None and not poll.thread.is_alive()  # joined by the shutdown
+
+
+def test_the_key_differs_between_namespaces_and_slots(db_url: str, task_name: str) -> None:
+    keys: list[tuple[str, int, str]] = []  # (namespace, slot, key)
+    fire = datetime.now(timezone.utc)
+    for namespace in ("one", "two"):
+        scheduler = Scheduler(db_url, namespace=namespace)
+
+        def note(ctx: RunContext, namespace: str = namespace) -> None:
+            keys.append((namespace, ctx.slot, ctx.key))
+
+        task = scheduler.add_task(note, every="1h", name=task_name)
+        for tick in (fire, fire + timedelta(milliseconds=5)):
+            assert scheduler.runner.run_tick(task, tick, catch_up=True) == "succeeded"
+        assert scheduler.run_now(task_name) == "succeeded"
+        scheduler.store.dispose()
+    assert len(keys) == 6 and len({key for _, _, key in keys}) == 6
+    for namespace, slot, key in keys:
+        assert key.startswith(f"{namespace}:{task_name}@") and key.endswith(str(slot))
+    assert {slot for _, slot, _ in keys} >= {slot_of(fire), slot_of(fire) + 5}

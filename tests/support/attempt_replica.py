@@ -1,0 +1,50 @@
+"""A replica whose one task records every attempt: ``attempt_replica.py URL TASK EVERY``.
+
+The task appends to the attempts ledger (tests/support/attempt_ledger.py),
+then, with ``CRONLEASE_TEST_BLOCK_FIRST=1``, blocks in a slot's first
+attempt, so a test can kill the replica mid-run. ``CRONLEASE_TEST_RECOVER=1``
+declares it ``recover=True``; ``CRONLEASE_TEST_TTL`` sets its lease TTL
+(default 2 s). Prints ``started`` once the scheduler runs, exits 0 on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+
+from cronlease import RunContext, Scheduler
+from tests.support import attempt_ledger
+
+
+def main() -> None:
+    url, name, every = sys.argv[1], sys.argv[2], sys.argv[3]
+    block_first = os.environ.get("CRONLEASE_TEST_BLOCK_FIRST") == "1"
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
+    )
+    scheduler = Scheduler(url)
+
+    @scheduler.task(
+        every=every,
+        name=name,
+        lease_ttl=float(os.environ.get("CRONLEASE_TEST_TTL", "2")),
+        recover=os.environ.get("CRONLEASE_TEST_RECOVER") == "1",
+    )
+    def record(ctx: RunContext) -> None:
+        attempt_ledger.append(url, name, ctx)
+        if block_first and ctx.attempt == 1:
+            threading.Event().wait()
+
+    def announce() -> None:
+        while not scheduler.running:
+            threading.Event().wait(0.01)
+        print("started", flush=True)
+
+    threading.Thread(target=announce, daemon=True).start()
+    scheduler.run_forever()
+
+
+if __name__ == "__main__":
+    main()
