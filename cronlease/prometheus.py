@@ -29,6 +29,9 @@ Metrics (``task`` is the full task name, namespace included):
 ``cronlease_database_up``                  gauge     0 during an outage, else 1
 ``cronlease_clock_skew_seconds``           gauge     database clock minus this host's
 ``cronlease_clock_round_trip_seconds``     gauge     round trip of that measurement
+``cronlease_later_attempts_total``         counter   runs of a slot's 2nd, 3rd, ...
+                                                     attempt (a retry or a recovery),
+                                                     by ``task`` and ``outcome``
 ``cronlease_abandoned_runs``               gauge     runs of ``task`` recorded
                                                      ``abandoned`` in the database
 ========================================== ========= =================================
@@ -38,6 +41,13 @@ over the fleet counts each run once, since a tick runs on one replica only.
 Under gunicorn's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``) the gauges
 aggregate sensibly: the last success is the maximum over workers, runs in
 progress are summed over live workers.
+
+The attempt is no label of ``cronlease_runs_total``: a task may retry up to
+100 times and recover after any number of crashes, so it would multiply that
+counter's series by as many attempt numbers, and change the series existing
+queries name. ``cronlease_later_attempts_total`` has ``cronlease_runs_total``'s
+labels and counts the runs it counts whose attempt is 2 or more: how often the
+fleet retries or recovers, and how those attempts end.
 
 ``cronlease_abandoned_runs`` is the exception to "what this replica saw": a
 run is marked ``abandoned`` by a database statement (the next acquirer's
@@ -224,6 +234,12 @@ class Metrics:
             registry=registry,
             multiprocess_mode="max",
         )
+        self.later_attempts = Counter(
+            f"{prefix}_later_attempts",
+            "Runs of a slot's second or later attempt (a retry or a recovery) on this replica.",
+            ["task", "outcome"],
+            registry=registry,
+        )
         self.lease_errors = Counter(
             f"{prefix}_lease_errors",
             "Ticks skipped because the database failed while acquiring the lease.",
@@ -262,6 +278,7 @@ class Metrics:
         self._collectors: tuple[Collector, ...] = (
             self.abandoned,
             self.runs,
+            self.later_attempts,
             self.ticks_skipped,
             self.run_duration,
             self.runs_in_progress,
@@ -278,6 +295,9 @@ class Metrics:
         # absent-series alerts work from the start.
         for task in scheduler.tasks.values():
             self._declare(task.full_name)
+            if task.retries or task.recover:
+                for outcome in _OUTCOMES:
+                    self.later_attempts.labels(task.full_name, outcome)
         self._unsubscribe: Callable[[], None] | None = scheduler.listen(self._on_event)
 
     def _declare(self, task: str) -> None:
@@ -293,6 +313,8 @@ class Metrics:
         elif isinstance(event, RunFinished):
             self.runs_in_progress.labels(event.task).dec()
             self.runs.labels(event.task, event.outcome).inc()
+            if event.attempt > 1:
+                self.later_attempts.labels(event.task, event.outcome).inc()
             self.run_duration.labels(event.task).observe(event.duration)
             if event.outcome == "succeeded":
                 self.last_success.labels(event.task).set(event.at)

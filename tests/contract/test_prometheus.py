@@ -168,6 +168,42 @@ def test_a_database_outage_and_its_recovery(tmp_path: Path, task_name: str) -> N
         assert value(registry, "cronlease_database_outages_total") == 1
 
 
+@pytest.mark.slow
+def test_a_retry_is_counted_as_a_later_attempt_by_its_outcome(db_url: str, task_name: str) -> None:
+    scheduler = Scheduler(db_url)
+    scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-once")
+    registry = CollectorRegistry()
+
+    @scheduler.task(every="5s", name=task_name, retries=1, retry_delay=0.2)
+    def flaky(ctx: RunContext) -> None:
+        if ctx.attempt == 1:
+            raise RuntimeError("the first attempt fails")
+
+    instrument(scheduler, registry)
+    # declared at zero for a task that may retry, and only for such a task
+    assert value(registry, "cronlease_later_attempts_total", task=task_name, outcome="failed") == 0
+    once = f"{task_name}-once"
+    assert value(registry, "cronlease_later_attempts_total", task=once, outcome="failed") is None
+    try:
+        with scheduler:
+            wait_for(
+                lambda: value(
+                    registry, "cronlease_later_attempts_total", task=task_name, outcome="succeeded"
+                ),
+                30,
+                "a retry that succeeded",
+            )
+    finally:
+        scheduler.store.dispose()
+    history = scheduler.store.history(task_name, 20)
+    (retry,) = [run for run in history if run.attempt == 2]
+    attempts = sorted((run.attempt, run.outcome) for run in history if run.slot == retry.slot)
+    assert attempts == [(1, "failed"), (2, "succeeded")]
+    # runs_total counts every attempt, as before; the later attempt once more here
+    assert (value(registry, "cronlease_runs_total", task=task_name, outcome="failed") or 0) >= 1
+    assert value(registry, "cronlease_later_attempts_total", task=task_name, outcome="failed") == 0
+
+
 def test_abandoned_runs_are_the_database_count_read_at_most_once_per_refresh(
     db_url: str, task_name: str
 ) -> None:
