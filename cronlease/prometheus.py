@@ -29,6 +29,11 @@ Metrics (``task`` is the full task name, namespace included):
 ``cronlease_database_up``                  gauge     0 during an outage, else 1
 ``cronlease_clock_skew_seconds``           gauge     database clock minus this host's
 ``cronlease_clock_round_trip_seconds``     gauge     round trip of that measurement
+``cronlease_later_attempts_total``         counter   runs of a slot's 2nd, 3rd, ...
+                                                     attempt (a retry or a recovery),
+                                                     by ``task`` and ``outcome``
+``cronlease_abandoned_runs``               gauge     runs of ``task`` recorded
+                                                     ``abandoned`` in the database
 ========================================== ========= =================================
 
 Every replica counts what it saw: ``sum by (task, outcome) (cronlease_runs_total)``
@@ -36,15 +41,38 @@ over the fleet counts each run once, since a tick runs on one replica only.
 Under gunicorn's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``) the gauges
 aggregate sensibly: the last success is the maximum over workers, runs in
 progress are summed over live workers.
+
+The attempt is no label of ``cronlease_runs_total``: a task may retry up to
+100 times and recover after any number of crashes, so it would multiply that
+counter's series by as many attempt numbers, and change the series existing
+queries name. ``cronlease_later_attempts_total`` has ``cronlease_runs_total``'s
+labels and counts the runs it counts whose attempt is 2 or more: how often the
+fleet retries or recovers, and how those attempts end.
+
+``cronlease_abandoned_runs`` is the exception to "what this replica saw": a
+run is marked ``abandoned`` by a database statement (the next acquirer's
+sweep, the fleet's stuck watcher on whichever replica won it), which no
+replica hears of as an event, so it is the database's count, read through the
+status model as ``cronlease status`` and the page show it. Every replica
+reports the same value: aggregate it with ``max by (task)``, not ``sum``. It
+is read when scraped, at most once per ``abandoned_refresh`` seconds (default
+60, the stuck watcher's own pace), never while this replica sees the database
+down (the last values stay), and never at registration. Being a read, not a
+value this process records, it is served by the registry ``instrument()``
+registered it on, not through multiprocess mode's files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.registry import REGISTRY
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import REGISTRY, Collector
 
 from cronlease._events import (
     ClockChecked,
@@ -57,11 +85,23 @@ from cronlease._events import (
     TickSkipped,
 )
 from cronlease._lease.model import Outcome
+from cronlease._status import DeclaredTask, read_status
 
 if TYPE_CHECKING:
     from cronlease._scheduler import Scheduler
 
-__all__ = ["DURATION_BUCKETS", "Metrics", "instrument"]
+__all__ = [
+    "ABANDONED_REFRESH_SECONDS",
+    "DURATION_BUCKETS",
+    "AbandonedRuns",
+    "Metrics",
+    "instrument",
+]
+
+logger = logging.getLogger("cronlease")
+
+#: how long a read of the abandoned counts is served before a scrape reads again
+ABANDONED_REFRESH_SECONDS = 60.0
 
 # From a few milliseconds (a cache refresh) to an hour (a nightly report).
 DURATION_BUCKETS = (
@@ -85,11 +125,80 @@ DURATION_BUCKETS = (
 _OUTCOMES: tuple[Outcome, ...] = ("succeeded", "failed")
 
 
+class AbandonedRuns(Collector):
+    """``<prefix>_abandoned_runs``: the scheduler's tasks' abandoned runs, as the status
+    model counts them in the database; read at a scrape, at most once per ``refresh``."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        prefix: str = "cronlease",
+        refresh: float = ABANDONED_REFRESH_SECONDS,
+    ) -> None:
+        self.name = f"{prefix}_abandoned_runs"
+        self._scheduler = scheduler
+        self._refresh = refresh
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._read_at: float | None = None  # monotonic
+
+    def _family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            self.name,
+            "Runs of a task recorded abandoned in the database (the same on every replica).",
+            labels=["task"],
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        # registering asks for the names: answered without reading the database
+        yield self._family()
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for task, count in sorted(self.counts().items()):
+            family.add_metric([task], count)
+        yield family
+
+    def counts(self) -> dict[str, int]:
+        """The counts by full task name, read again if the last read is ``refresh`` old."""
+        with self._lock:  # concurrent scrapes share one read
+            now = time.monotonic()
+            fresh = self._read_at is not None and now - self._read_at < self._refresh
+            # a scrape must not wait on a database this replica already knows is down
+            if not fresh and self._scheduler.runner.outage.down_for is None:
+                self._read_at = now
+                self._read()
+            return dict(self._counts)
+
+    def _read(self) -> None:
+        scheduler = self._scheduler
+        tasks = [DeclaredTask.of(task) for task in scheduler.tasks.values()]
+        if not tasks:
+            self._counts = {}
+            return
+        report = read_status(
+            scheduler.store,
+            tasks,
+            namespace=scheduler.namespace,
+            runs=0,
+            orphans=False,
+            abandoned=True,
+        )
+        if report.database_error is not None:
+            logger.debug("abandoned runs not counted: %s", report.database_error)
+            return  # the last values stay: a gap would read as "no abandoned runs"
+        self._counts = {t.name: t.abandoned for t in report.tasks if t.abandoned is not None}
+
+
 class Metrics:
     """The metrics of one scheduler on one registry; :meth:`close` stops and unregisters them."""
 
     def __init__(
-        self, scheduler: Scheduler, registry: CollectorRegistry, prefix: str = "cronlease"
+        self,
+        scheduler: Scheduler,
+        registry: CollectorRegistry,
+        prefix: str = "cronlease",
+        abandoned_refresh: float = ABANDONED_REFRESH_SECONDS,
     ) -> None:
         self.registry = registry
         self.runs = Counter(
@@ -125,6 +234,12 @@ class Metrics:
             registry=registry,
             multiprocess_mode="max",
         )
+        self.later_attempts = Counter(
+            f"{prefix}_later_attempts",
+            "Runs of a slot's second or later attempt (a retry or a recovery) on this replica.",
+            ["task", "outcome"],
+            registry=registry,
+        )
         self.lease_errors = Counter(
             f"{prefix}_lease_errors",
             "Ticks skipped because the database failed while acquiring the lease.",
@@ -158,8 +273,12 @@ class Metrics:
             "The round trip of the last clock measurement.",
             registry=registry,
         )
-        self._collectors = (
+        self.abandoned = AbandonedRuns(scheduler, prefix, abandoned_refresh)
+        registry.register(self.abandoned)
+        self._collectors: tuple[Collector, ...] = (
+            self.abandoned,
             self.runs,
+            self.later_attempts,
             self.ticks_skipped,
             self.run_duration,
             self.runs_in_progress,
@@ -176,6 +295,9 @@ class Metrics:
         # absent-series alerts work from the start.
         for task in scheduler.tasks.values():
             self._declare(task.full_name)
+            if task.retries or task.recover:
+                for outcome in _OUTCOMES:
+                    self.later_attempts.labels(task.full_name, outcome)
         self._unsubscribe: Callable[[], None] | None = scheduler.listen(self._on_event)
 
     def _declare(self, task: str) -> None:
@@ -191,6 +313,8 @@ class Metrics:
         elif isinstance(event, RunFinished):
             self.runs_in_progress.labels(event.task).dec()
             self.runs.labels(event.task, event.outcome).inc()
+            if event.attempt > 1:
+                self.later_attempts.labels(event.task, event.outcome).inc()
             self.run_duration.labels(event.task).observe(event.duration)
             if event.outcome == "succeeded":
                 self.last_success.labels(event.task).set(event.at)
@@ -223,6 +347,7 @@ def instrument(
     registry: CollectorRegistry | None = None,
     *,
     prefix: str = "cronlease",
+    abandoned_refresh: float = ABANDONED_REFRESH_SECONDS,
 ) -> Metrics:
     """Register cronlease metrics for ``scheduler`` on ``registry`` (default: the global one).
 
@@ -230,6 +355,8 @@ def instrument(
     registry raises prometheus_client's duplicate-metric ``ValueError``;
     :meth:`Metrics.close` first, or use another registry). Serve the registry
     the way you already do (``start_http_server``, ``make_asgi_app``,
-    ``make_wsgi_app``, ...).
+    ``make_wsgi_app``, ...). ``abandoned_refresh``: seconds a read of the abandoned
+    counts is served before a scrape reads the database again.
     """
-    return Metrics(scheduler, REGISTRY if registry is None else registry, prefix)
+    target = REGISTRY if registry is None else registry
+    return Metrics(scheduler, target, prefix, abandoned_refresh)

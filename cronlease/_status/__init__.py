@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from cronlease._status.build import Snapshot, build_report, read_status
 from cronlease._status.encode import health_json, report_json, run_json, task_json
-from cronlease._status.model import Health, RunStatus, StatusReport, TaskState, TaskStatus
+from cronlease._status.model import (
+    Health,
+    RunStatus,
+    StatusReport,
+    TaskState,
+    TaskStatus,
+    by_slot,
+)
 from cronlease._status.rules import (
     MIN_SCRUBBED_PASSWORD,
     DeclaredTask,
@@ -41,6 +48,7 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "build_report",
+    "by_slot",
     "format_duration",
     "format_time",
     "full_name",

@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from cronlease._lease.model import LeaseInfo, RunRecord
 from cronlease._lease.store import LeaseStore
-from cronlease._status.model import RunStatus, StatusReport, TaskState, TaskStatus
+from cronlease._status.model import RunStatus, StatusReport, TaskState, TaskStatus, by_slot
 from cronlease._status.rules import (
     DeclaredTask,
     Scrubber,
@@ -39,7 +39,9 @@ NO_SCRUBBING = Scrubber(None)
 class Snapshot:
     """What was read from the store: lease rows, recent runs by task, the database clock.
 
-    ``error`` says why the read failed (then nothing else was kept).
+    ``abandoned`` counts the runs recorded ``abandoned`` by task (a task without
+    any is absent), None when not read. ``error`` says why the read failed (then
+    nothing else was kept).
     """
 
     leases: tuple[LeaseInfo, ...] = ()
@@ -47,9 +49,11 @@ class Snapshot:
     db_now: float | None = None
     clock: ClockCheck | None = None
     error: str | None = None
+    abandoned: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.error is not None and (self.leases or self.runs or self.db_now is not None):
+        kept = self.leases or self.runs or self.db_now is not None or self.abandoned is not None
+        if self.error is not None and kept:
             raise ValueError("a failed read keeps no rows")
         if self.leases and self.db_now is None:
             raise ValueError("lease rows are judged on the database clock: give db_now")
@@ -79,8 +83,10 @@ def build_report(
 
     def status(task: DeclaredTask | None, name: str) -> TaskStatus:
         row = rows.get(name)
-        runs = tuple(RunStatus.of(run, scrub) for run in snapshot.runs.get(name, ()))
-        return _task_status(name, task, row, runs, db_now, now, since)
+        runs = by_slot([RunStatus.of(run, scrub) for run in snapshot.runs.get(name, ())])
+        counted = snapshot.abandoned
+        abandoned = None if counted is None else counted.get(name, 0)
+        return _task_status(name, task, row, runs, abandoned, db_now, now, since)
 
     if declared is None:
         tasks = [status(None, name) for name in sorted(rows)]
@@ -111,6 +117,7 @@ def _task_status(
     task: DeclaredTask | None,
     row: LeaseInfo | None,
     runs: tuple[RunStatus, ...],
+    abandoned: int | None,
     db_now: float | None,
     now: datetime,
     since: datetime | None,
@@ -145,6 +152,7 @@ def _task_status(
             and is_overdue(task, row, db_now=db_now, since=since)
         ),
         runs=runs,
+        abandoned=abandoned,
     )
 
 
@@ -157,6 +165,7 @@ def read_status(
     runs: int = 1,
     orphans: bool = True,
     clock: bool = False,
+    abandoned: bool = False,
     since: datetime | None = None,
     empty_without_tables: bool = False,
 ) -> StatusReport:
@@ -164,7 +173,8 @@ def read_status(
 
     ``runs`` recent runs per task (0: none read); ``orphans`` False reads the
     declared tasks' rows only (a probe need not read the whole table);
-    ``clock`` measures this host's skew. A failed read is the report's
+    ``clock`` measures this host's skew; ``abandoned`` counts each task's
+    abandoned runs (orphaned rows' too). A failed read is the report's
     ``database_error``, unless ``empty_without_tables`` and the tables do not
     exist yet (then the report is empty). Never creates tables.
     """
@@ -177,7 +187,13 @@ def read_status(
         db_now = measured.database_time if measured else store.database_time()
         names = [t.name for t in declared] if declared is not None else [r.name for r in leases]
         recent = store.recent_runs(names, runs) if runs and names else {}
-        snapshot = Snapshot(leases=leases, runs=recent, db_now=db_now, clock=measured)
+        counted = None
+        if abandoned:
+            every = sorted({*names, *(row.name for row in leases)})
+            counted = store.abandoned_counts(every) if every else {}
+        snapshot = Snapshot(
+            leases=leases, runs=recent, db_now=db_now, clock=measured, abandoned=counted
+        )
     except StoreError as exc:
         empty = empty_without_tables and _no_tables(store)
         snapshot = Snapshot() if empty else Snapshot(error=str(exc))

@@ -25,6 +25,7 @@ def run_json(run: RunStatus) -> dict[str, Any]:
         "slot": run.slot,
         "scheduled_for": format_time(run.scheduled_for),
         "manual": run.manual,
+        "attempt": run.attempt,
         "fence": run.fence,
         "holder": run.holder,
         "started_at": format_time(run.started_at),
@@ -58,6 +59,7 @@ def task_json(task: TaskStatus) -> dict[str, Any]:
         "last_run": None if last is None else run_json(last),
         "last_success_at": None if success is None else _time(success.finished_at),
         "error_summary": task.error_summary,
+        "abandoned": task.abandoned,
         "runs": [run_json(run) for run in task.runs],
     }
 

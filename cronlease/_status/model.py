@@ -19,7 +19,7 @@ from cronlease._status.rules import holder_id, summarize_error
 from cronlease._timing.clock import ClockCheck
 from cronlease._timing.schedule import time_of_slot
 
-__all__ = ["Health", "RunStatus", "StatusReport", "TaskState", "TaskStatus"]
+__all__ = ["Health", "RunStatus", "StatusReport", "TaskState", "TaskStatus", "by_slot"]
 
 TaskState = Literal["idle", "running", "paused"]
 _STATES: frozenset[str] = frozenset(get_args(TaskState))
@@ -36,7 +36,11 @@ def _utc(epoch: float) -> datetime:
 
 @dataclass(frozen=True)
 class RunStatus:
-    """One row of run history. ``holder`` is the replica's id, without the attempt nonce."""
+    """One row of run history. ``holder`` is the replica's id, without the attempt nonce.
+
+    ``attempt`` counts the attempts at one slot (1, then 2, ... for a retry or a
+    recovery), each its own row with its own fence and holder.
+    """
 
     name: str
     slot: int
@@ -48,9 +52,12 @@ class RunStatus:
     duration: float | None
     outcome: Outcome
     error: str | None
+    attempt: int = 1
     error_summary: str | None = field(init=False)
 
     def __post_init__(self) -> None:
+        if isinstance(self.attempt, bool) or not isinstance(self.attempt, int) or self.attempt < 1:
+            raise ValueError(f"attempt counts from 1, got {self.attempt!r}")
         _check_utc("started_at", self.started_at)
         _check_utc("finished_at", self.finished_at)
         if (self.duration is None) != (self.finished_at is None):
@@ -73,12 +80,26 @@ class RunStatus:
             duration=record.duration,
             outcome=record.outcome,
             error=None if record.error is None else scrub(record.error),
+            attempt=record.attempt,
         )
 
     @property
     def scheduled_for(self) -> datetime:
         """The tick the run was for (a manual run's slot is the moment it was asked for)."""
         return time_of_slot(self.slot)
+
+
+def by_slot(runs: Sequence[RunStatus]) -> tuple[RunStatus, ...]:
+    """``runs`` (newest first) with the attempts of one slot next to each other.
+
+    Attempts of a slot start one after another, before the next tick, so by
+    start time they mostly already are; a run that started between two of them
+    is moved after them. Otherwise the order is kept: the first run stays the newest.
+    """
+    groups: dict[tuple[int, bool], list[RunStatus]] = {}
+    for run in runs:
+        groups.setdefault((run.slot, run.manual), []).append(run)
+    return tuple(run for group in groups.values() for run in group)
 
 
 @dataclass(frozen=True)
@@ -89,7 +110,9 @@ class TaskStatus:
     run holds the lease, else ``idle``; ``running`` says whether a run holds
     it, so a task paused during a run is both. ``holder`` and ``fence`` are
     those of the last acquisition (None for a row a pause created). ``runs``
-    are the latest runs read, newest first.
+    are the latest runs read, newest first. ``abandoned`` counts the task's
+    runs recorded ``abandoned`` (their holder stopped renewing the lease), all
+    its history long; None when it was not read.
     """
 
     name: str
@@ -107,8 +130,11 @@ class TaskStatus:
     next_fire: datetime | None
     overdue: bool
     runs: tuple[RunStatus, ...] = ()
+    abandoned: int | None = None
 
     def __post_init__(self) -> None:
+        if self.abandoned is not None and self.abandoned < 0:
+            raise ValueError(f"abandoned counts runs, got {self.abandoned!r}")
         if self.state not in _STATES:
             raise ValueError(f"state must be one of {sorted(_STATES)}, got {self.state!r}")
         if not self.declared == (self.schedule is not None) == (self.enabled is not None):

@@ -17,6 +17,7 @@ from cronlease._status import (
     StatusReport,
     TaskStatus,
     build_report,
+    by_slot,
     format_duration,
     lease_text,
     read_status,
@@ -49,7 +50,18 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_json({**report_json(report), "config": str(config.path) if config else None})
         return EXIT_FAILURE if args.check and not health.ok else EXIT_OK
     print_table(
-        ["TASK", "SCHEDULE", "STATE", "HOLDER", "FENCE", "LAST SLOT", "LAST RUN", "LEASE", "NEXT"],
+        [
+            "TASK",
+            "SCHEDULE",
+            "STATE",
+            "HOLDER",
+            "FENCE",
+            "LAST SLOT",
+            "LAST RUN",
+            "ABANDONED",
+            "LEASE",
+            "NEXT",
+        ],
         [_status_row(task) for task in report.tasks],
     )
     if not report.tasks:
@@ -61,7 +73,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             "resets its slot cursor):"
         )
         print_table(
-            ["TASK", "STATE", "HOLDER", "FENCE", "LAST SLOT", "LEASE"],
+            ["TASK", "STATE", "HOLDER", "FENCE", "LAST SLOT", "ABANDONED", "LEASE"],
             [
                 [
                     row.name,
@@ -69,6 +81,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     row.holder or "-",
                     str(row.fence or "-"),
                     short_time(row.last_slot_time),
+                    _count(row.abandoned),
                     lease_text(row.lease_expires_in),
                 ]
                 for row in report.orphaned
@@ -112,6 +125,7 @@ def _read(store: LeaseStore, config: Config | None, *, missing: bool) -> StatusR
         internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
         runs=1,
         clock=True,
+        abandoned=True,
     )
     if report.database_error is not None:
         raise Failure(report.database_error)
@@ -139,9 +153,14 @@ def _status_row(task: TaskStatus) -> list[str]:
         str(task.fence or "-"),
         short_time(task.last_slot_time),
         last_text,
+        _count(task.abandoned),
         lease_text(task.lease_expires_in),
         short_time(task.next_fire),
     ]
+
+
+def _count(count: int | None) -> str:
+    return "-" if count is None else str(count)
 
 
 # --- history --------------------------------------------------------------------
@@ -158,7 +177,7 @@ def cmd_history(args: argparse.Namespace) -> int:
             store.create_tables()
             records = store.history(name, args.limit)
         scrub = Scrubber.of(store)
-    runs = [RunStatus.of(record, scrub) for record in records]
+    runs = by_slot([RunStatus.of(record, scrub) for record in records])
     if args.json:
         print_json([run_json(run) for run in runs])
         return EXIT_OK
@@ -166,10 +185,11 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(f"no runs of {name!r} recorded")
         return EXIT_OK
     print_table(
-        ["SCHEDULED FOR", "OUTCOME", "DURATION", "FENCE", "HOLDER", "ERROR"],
+        ["SCHEDULED FOR", "ATTEMPT", "OUTCOME", "DURATION", "FENCE", "HOLDER", "ERROR"],
         [
             [
                 short_time(run.scheduled_for) + (" (manual)" if run.manual else ""),
+                str(run.attempt),
                 run.outcome,
                 "-" if run.duration is None else format_duration(run.duration),
                 str(run.fence),

@@ -40,6 +40,7 @@ def collect_status(page: PageSource) -> dict[str, Any]:
         internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
         runs=page.runs,
         clock=True,
+        abandoned=True,
         empty_without_tables=True,  # a database no replica has used yet is shown empty
     )
     result: dict[str, Any] = {**report_json(report), "title": page.title, "replica": None}

@@ -26,7 +26,7 @@ th{background:#f3f3f3}.meta{color:#555}.task{margin:1em 0 1.6em}
 .state-running{color:#05f}.state-paused{color:#b60}.state-idle{color:#555}
 .outcome-succeeded{color:#070}.outcome-failed,.outcome-lost,.outcome-timed_out,
 .outcome-abandoned,.outcome-interrupted{color:#c00;font-weight:bold}
-.overdue{color:#c00;font-weight:bold}
+.overdue,.abandoned{color:#c00;font-weight:bold}
 .problem{background:#fee;border:1px solid #c00;padding:.5em;margin:.5em 0}
 pre{white-space:pre-wrap;margin:.3em 0;max-width:100em}code{font-size:.95em}
 """.strip()
@@ -62,6 +62,13 @@ def _state(task: Mapping[str, Any]) -> str:
     return f'<td class="state-{state}">{state}{overdue}</td>'
 
 
+def _abandoned(task: Mapping[str, Any]) -> str:
+    count = task.get("abandoned")
+    if count is None:  # the data was collected without counting them
+        return "<td>-</td>"
+    return f'<td class="abandoned">{count:d}</td>' if count else "<td>0</td>"
+
+
 def _clock(skew: Mapping[str, float] | None) -> str:
     if not skew:
         return ""
@@ -78,23 +85,24 @@ def _render_task(task: Mapping[str, Any]) -> str:
         f'<section class="task" id="task-{_e(task["name"])}">',
         f"<h2>{_e(task['name'])}</h2>",
         "<table><tr><th>schedule</th><th>state</th><th>paused</th><th>holder</th>"
-        "<th>fence</th><th>last slot</th><th>lease</th><th>next fire time</th></tr>",
+        "<th>fence</th><th>last slot</th><th>lease</th><th>next fire time</th>"
+        "<th>abandoned runs</th></tr>",
         f"<tr><td>{_e(task['schedule'])}</td>"
         f"{_state(task)}"
         f"<td>{'yes' if task['paused'] else 'no'}</td>"
         f"<td>{_e(task['holder'])}</td><td>{_e(task['fence'])}</td>"
         f"<td>{_e(task['last_slot_time'])}</td><td>{_e(lease_text(task['lease_expires_in']))}</td>"
-        f"<td>{_e(task['next_fire_time'])}</td></tr></table>",
+        f"<td>{_e(task['next_fire_time'])}</td>{_abandoned(task)}</tr></table>",
     ]
     if runs:
         parts.append(
-            "<table><tr><th>scheduled for</th><th>outcome</th><th>duration</th>"
+            "<table><tr><th>scheduled for</th><th>attempt</th><th>outcome</th><th>duration</th>"
             "<th>holder</th><th>fence</th><th>error</th></tr>"
         )
         for run in runs:
             outcome = run["outcome"] + (" (manual)" if run["manual"] else "")
             parts.append(
-                f"<tr><td>{_e(run['scheduled_for'])}</td>"
+                f"<tr><td>{_e(run['scheduled_for'])}</td><td>{_e(run.get('attempt'))}</td>"
                 f'<td class="outcome-{_e(run["outcome"])}">{_e(outcome)}</td>'
                 f"<td>{_e(_duration(run['duration']))}</td><td>{_e(run['holder'])}</td>"
                 f"<td>{_e(run['fence'])}</td><td>{_error_cell(run)}</td></tr>"
@@ -162,12 +170,12 @@ def render_html(
             "They are kept, since deleting a row resets its slot cursor; "
             "<code>cronlease</code> removes one only on request.</p>"
             "<table><tr><th>task</th><th>state</th><th>holder</th><th>fence</th>"
-            "<th>last slot</th><th>lease</th></tr>"
+            "<th>last slot</th><th>lease</th><th>abandoned runs</th></tr>"
         )
         body.extend(
             f"<tr><td>{_e(o['name'])}</td><td>{_e(o['state'])}</td><td>{_e(o['holder'])}</td>"
             f"<td>{_e(o['fence'])}</td><td>{_e(o['last_slot_time'])}</td>"
-            f"<td>{_e(lease_text(o['lease_expires_in']))}</td></tr>"
+            f"<td>{_e(lease_text(o['lease_expires_in']))}</td>{_abandoned(o)}</tr>"
             for o in orphaned
         )
         body.append("</table>")

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from sqlalchemy import event as sa_event
 from sqlalchemy import update
 
 from cronlease import RunContext, Scheduler
 from cronlease._lease.schema import leases
 from cronlease.prometheus import instrument
+from tests.support.attempts import abandon_runs, past_slot
 from tests.support.procs import wait_for
 
 
@@ -164,6 +166,105 @@ def test_a_database_outage_and_its_recovery(tmp_path: Path, task_name: str) -> N
         )
         assert value(registry, "cronlease_database_up") == 1
         assert value(registry, "cronlease_database_outages_total") == 1
+
+
+@pytest.mark.slow
+def test_a_retry_is_counted_as_a_later_attempt_by_its_outcome(db_url: str, task_name: str) -> None:
+    scheduler = Scheduler(db_url)
+    scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-once")
+    registry = CollectorRegistry()
+
+    @scheduler.task(every="5s", name=task_name, retries=1, retry_delay=0.2)
+    def flaky(ctx: RunContext) -> None:
+        if ctx.attempt == 1:
+            raise RuntimeError("the first attempt fails")
+
+    instrument(scheduler, registry)
+    # declared at zero for a task that may retry, and only for such a task
+    assert value(registry, "cronlease_later_attempts_total", task=task_name, outcome="failed") == 0
+    once = f"{task_name}-once"
+    assert value(registry, "cronlease_later_attempts_total", task=once, outcome="failed") is None
+    try:
+        with scheduler:
+            wait_for(
+                lambda: value(
+                    registry, "cronlease_later_attempts_total", task=task_name, outcome="succeeded"
+                ),
+                30,
+                "a retry that succeeded",
+            )
+    finally:
+        scheduler.store.dispose()
+    history = scheduler.store.history(task_name, 20)
+    (retry,) = [run for run in history if run.attempt == 2]
+    attempts = sorted((run.attempt, run.outcome) for run in history if run.slot == retry.slot)
+    assert attempts == [(1, "failed"), (2, "succeeded")]
+    # runs_total counts every attempt, as before; the later attempt once more here
+    assert (value(registry, "cronlease_runs_total", task=task_name, outcome="failed") or 0) >= 1
+    assert value(registry, "cronlease_later_attempts_total", task=task_name, outcome="failed") == 0
+
+
+def test_abandoned_runs_are_the_database_count_read_at_most_once_per_refresh(
+    db_url: str, task_name: str
+) -> None:
+    scheduler = Scheduler(db_url)
+    scheduler.add_task(lambda: None, every="1h", name=task_name)
+    scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-calm")
+    store = scheduler.store
+    store.create_tables()
+    abandon_runs(store, task_name, 2, first_slot=past_slot(600))
+    statements: list[str] = []
+    sa_event.listen(store.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    registry = CollectorRegistry()
+    metrics = instrument(scheduler, registry, abandoned_refresh=3600)
+    assert statements == []  # registering reads nothing
+    assert value(registry, "cronlease_abandoned_runs", task=task_name) == 2
+    read = len(statements)
+    assert read > 0
+    assert value(registry, "cronlease_abandoned_runs", task=f"{task_name}-calm") == 0
+    text = generate_latest(registry).decode()
+    assert "# TYPE cronlease_abandoned_runs gauge" in text
+    assert f'cronlease_abandoned_runs{{task="{task_name}"}} 2.0' in text
+
+    abandon_runs(store, task_name, 1, first_slot=past_slot(300))
+    # within the refresh, scrapes are served the last read, without a statement
+    del statements[:]
+    assert value(registry, "cronlease_abandoned_runs", task=task_name) == 2
+    assert statements == []
+    # another replica (refreshing at every scrape) reads the same database: the same count
+    other = CollectorRegistry()
+    instrument(Scheduler(db_url), other, abandoned_refresh=0)  # no task: no series
+    assert value(other, "cronlease_abandoned_runs", task=task_name) is None
+    fresh = CollectorRegistry()
+    replica = Scheduler(db_url)
+    replica.add_task(lambda: None, every="1h", name=task_name)
+    instrument(replica, fresh, abandoned_refresh=0)
+    assert value(fresh, "cronlease_abandoned_runs", task=task_name) == 3
+
+    metrics.close()
+    assert value(registry, "cronlease_abandoned_runs", task=task_name) is None
+    for each in (scheduler, replica):
+        each.runner.close()
+
+
+def test_abandoned_runs_are_absent_while_the_database_is_down_then_read(
+    tmp_path: Path, task_name: str
+) -> None:
+    folder = tmp_path / "not-yet"  # the database is unreachable until the folder exists
+    scheduler = Scheduler(f"sqlite:///{folder / 'cronlease.db'}")
+    scheduler.add_task(lambda: None, every="1s", name=task_name)
+    registry = CollectorRegistry()
+    instrument(scheduler, registry, abandoned_refresh=0)
+    assert not folder.exists()
+    with scheduler:
+        wait_for(lambda: value(registry, "cronlease_database_up") == 0, 10, "the outage seen")
+        assert value(registry, "cronlease_abandoned_runs", task=task_name) is None
+        folder.mkdir()
+        wait_for(
+            lambda: value(registry, "cronlease_abandoned_runs", task=task_name) == 0,
+            10,
+            "the count read once the database is back",
+        )
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])

@@ -27,6 +27,7 @@ from cronlease import LeaseStore, Scheduler
 from cronlease._timing.schedule import Schedule
 from cronlease.web import asgi_app, make_server, wsgi_app
 from tests.conftest import url_for
+from tests.support.attempts import abandon_runs, past_slot, record_attempts
 from tests.support.procs import Proc
 
 XSS = "<script>document.title='pwned'</script>"
@@ -250,6 +251,41 @@ def test_store_source_with_declared_tasks_lists_orphans(db_url: str, task_name: 
         names = [t["name"] for t in json.loads(request(f"{base}/status.json")[2])["tasks"]]
     assert f"{task_name}-bad" in names and "billing:other-namespace" in names
     store.dispose()
+
+
+def test_page_shows_each_attempt_and_the_abandoned_runs_of_a_task(
+    db_url: str, task_name: str
+) -> None:
+    scheduler = Scheduler(db_url)
+    scheduler.add_task(lambda: None, every="1h", name=task_name)
+    scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-calm")
+    store = scheduler.store
+    store.create_tables()
+    abandon_runs(store, task_name, 2, first_slot=past_slot(600))
+    slot = past_slot(60)
+    record_attempts(store, task_name, slot, ["timed_out", "succeeded"])
+    gone = f"{task_name}-gone"  # no longer declared: an orphan, its abandoned run still counted
+    abandon_runs(store, gone, 1, first_slot=past_slot(600))
+    with serving(wsgi_app(scheduler)) as base:
+        data = json.loads(request(f"{base}/status.json")[2])
+        page = request(f"{base}/")[2]
+    tasks = {task["name"]: task for task in data["tasks"]}
+    assert tasks[task_name]["abandoned"] == 2 and tasks[f"{task_name}-calm"]["abandoned"] == 0
+    assert [(run["slot"], run["attempt"]) for run in tasks[task_name]["runs"][:2]] == [
+        (slot, 2),
+        (slot, 1),
+    ]
+    # other tests' rows share the run's schema: only this test's orphan is looked at
+    assert [o["abandoned"] for o in data["orphaned"] if o["name"] == gone] == [1]
+    section = page.split(f'id="task-{task_name}"')[1].split("</section>")[0]
+    assert "<th>abandoned runs</th>" in section and '<td class="abandoned">2</td>' in section
+    assert "<th>scheduled for</th><th>attempt</th><th>outcome</th>" in section
+    rows = section.split("<tr>")[4:]  # after the task's table and the runs' header
+    assert [row.split("</td>")[1] for row in rows[:2]] == ["<td>2", "<td>1"]
+    assert 'class="outcome-timed_out">timed_out' in rows[1]
+    calm = page.split(f'id="task-{task_name}-calm"')[1].split("</section>")[0]
+    assert "<td>0</td>" in calm and 'class="abandoned"' not in calm
+    scheduler.runner.close()
 
 
 def test_a_database_without_tables_is_shown_empty_and_left_untouched(tmp_path: Path) -> None:

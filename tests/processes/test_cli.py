@@ -29,6 +29,7 @@ import pytest
 from cronlease import LeaseStore
 from cronlease._lease.model import AcquireRequest
 from tests.conftest import url_for
+from tests.support.attempts import abandon_runs, past_slot, record_attempts
 from tests.support.leases import won
 from tests.support.procs import ROOT, process_gone, wait_for
 
@@ -601,6 +602,49 @@ def test_status_check_fails_on_an_overdue_task_and_shows_clock_skew(tmp_path: Pa
     assert abs(status["clock_skew"]["skew"]) < 1.0
     assert cli("pause", "beat", cwd=tmp_path).returncode == 0
     assert cli("status", "--check", cwd=tmp_path).returncode == 0  # paused is not overdue
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_history_shows_each_attempt_of_a_slot_and_status_counts_abandoned_runs(
+    backend: str, tmp_path: Path, namespace: str
+) -> None:
+    url = url_for(backend, tmp_path)
+    write_config(tmp_path, url, '[tasks.job]\ncommand = "true"\nevery = "1h"\n', namespace)
+    name = f"{namespace}:job"
+    store = LeaseStore.from_url(url)
+    store.create_tables()
+    abandon_runs(store, name, 2, first_slot=past_slot(600))
+    slot = past_slot(60)
+    attempts = record_attempts(store, name, slot, ["failed", "failed", "succeeded"])
+    store.dispose()
+
+    history = cli_json("history", "job", cwd=tmp_path)
+    newest = history[:3]
+    assert [(run["slot"], run["attempt"], run["outcome"]) for run in newest] == [
+        (slot, 3, "succeeded"),
+        (slot, 2, "failed"),
+        (slot, 1, "failed"),
+    ]
+    assert [run["fence"] for run in reversed(newest)] == [lease.fence for lease in attempts]
+    assert sorted(run["fence"] for run in newest) == [run["fence"] for run in reversed(newest)]
+    assert [run["outcome"] for run in history[3:]] == ["succeeded", "abandoned", "abandoned"]
+    assert all(run["attempt"] == 1 for run in history[3:])
+    text = cli("history", "job", cwd=tmp_path).stdout.splitlines()
+    assert text[0].split()[:5] == ["SCHEDULED", "FOR", "ATTEMPT", "OUTCOME", "DURATION"]
+    # the attempts of the slot, newest first, one row each, next to each other
+    assert [line.split()[2:4] for line in text[1:4]] == [
+        ["3", "succeeded"],
+        ["2", "failed"],
+        ["1", "failed"],
+    ]
+
+    (task,) = cli_json("status", cwd=tmp_path)["tasks"]
+    assert task["abandoned"] == 2 and task["last_run"]["attempt"] == 3
+    lines = cli("status", cwd=tmp_path).stdout.splitlines()
+    header = lines[0].split()
+    assert "ABANDONED" in header
+    column = lines[0].index("ABANDONED")
+    assert lines[1][column:].split()[0] == "2"
 
 
 @pytest.mark.slow

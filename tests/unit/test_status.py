@@ -26,6 +26,7 @@ from cronlease._status import (
     in_namespace,
     lease_text,
     report_json,
+    run_json,
     summarize_error,
 )
 from cronlease._timing.schedule import Schedule, slot_of
@@ -58,13 +59,21 @@ def lease(
     )
 
 
-def record(name: str, outcome: str = "succeeded", error: str | None = None) -> RunRecord:
-    started = DB_NOW - 12.5
+def record(
+    name: str,
+    outcome: str = "succeeded",
+    error: str | None = None,
+    *,
+    attempt: int = 1,
+    slot: datetime | None = None,
+    started: float = DB_NOW - 12.5,
+) -> RunRecord:
     return RunRecord(
         name=name,
-        slot=slot_of(NOW - timedelta(seconds=12.5)),
+        slot=slot_of(NOW - timedelta(seconds=12.5) if slot is None else slot),
         manual=False,
-        fence=3,
+        attempt=attempt,
+        fence=2 + attempt,
         holder="web-1:42:abc123#00ff00ff00ff00ff",
         scheduled_for=started,
         started_at=started,
@@ -79,13 +88,14 @@ def report(
     declared: Sequence[DeclaredTask] | None,
     *,
     runs: dict[str, list[RunRecord]] | None = None,
+    abandoned: dict[str, int] | None = None,
     namespace: str | None = None,
     internal: Sequence[str] = (),
     since: datetime | None = None,
     scrub: Scrubber = NO_SCRUBBING,
     now: datetime = NOW,
 ) -> StatusReport:
-    snapshot = Snapshot(leases=tuple(rows), runs=runs or {}, db_now=DB_NOW)
+    snapshot = Snapshot(leases=tuple(rows), runs=runs or {}, db_now=DB_NOW, abandoned=abandoned)
     return build_report(
         snapshot,
         declared,
@@ -234,6 +244,48 @@ def test_run_times_are_utc_and_its_error_is_summarized_and_scrubbed() -> None:
     assert run.error is not None and "hunter22" not in run.error
     assert run.error_summary == "ConnectionError: postgresql://app:***@db/x refused"
     assert Scrubber("abc")("abc def") == "abc def"  # too short to replace safely
+
+
+# --- attempts and abandoned runs -----------------------------------------------------
+
+
+def test_each_run_shows_its_attempt_and_the_attempts_of_a_slot_read_together() -> None:
+    earlier = TICK - timedelta(seconds=10)
+    rows = [
+        record("t", attempt=2, slot=earlier, started=DB_NOW - 14),
+        # started between the slot's two attempts, by its start time
+        record("t", attempt=1, slot=TICK, started=DB_NOW - 15),
+        record("t", "failed", attempt=1, slot=earlier, started=DB_NOW - 16),
+    ]
+    status = one([], DeclaredTask(name="t", schedule=EVERY_10S), runs={"t": rows})
+    assert [(run.slot, run.attempt) for run in status.runs] == [
+        (slot_of(earlier), 2),
+        (slot_of(earlier), 1),
+        (slot_of(TICK), 1),
+    ]
+    assert status.last_run is status.runs[0]  # the newest run stays first
+    assert run_json(status.runs[0])["attempt"] == 2
+    with pytest.raises(ValueError, match="attempt"):
+        RunStatus.of(record("t", attempt=0))
+
+
+def test_abandoned_runs_are_counted_per_task_orphans_included_when_read() -> None:
+    declared = [
+        DeclaredTask(name="app:t", schedule=EVERY_10S, task="t"),
+        DeclaredTask(name="app:u", schedule=EVERY_10S, task="u"),
+    ]
+    rows = [lease("app:t"), lease("app:gone")]
+    counted = report(rows, declared, abandoned={"app:t": 3, "app:gone": 1}, namespace="app")
+    assert [(t.name, t.abandoned) for t in counted.tasks] == [("app:t", 3), ("app:u", 0)]
+    assert [(t.name, t.abandoned) for t in counted.orphaned] == [("app:gone", 1)]
+    data = report_json(counted)
+    assert [t["abandoned"] for t in data["tasks"]] == [3, 0]
+    assert data["orphaned"][0]["abandoned"] == 1
+    # not read (a probe's health()): unknown, not zero
+    unread = report(rows, declared, namespace="app")
+    assert [t.abandoned for t in (*unread.tasks, *unread.orphaned)] == [None, None, None]
+    with pytest.raises(ValueError, match="failed read"):
+        Snapshot(abandoned={}, error="down")
 
 
 # --- state ------------------------------------------------------------------------
@@ -468,4 +520,5 @@ def test_json_writes_every_time_the_same_way() -> None:
     assert run["started_at"] == "2025-03-01T11:59:47.750Z"
     assert run["finished_at"] == "2025-03-01T11:59:49.000Z"
     assert run["duration"] == 1.25 and task["last_success_at"] == run["finished_at"]
+    assert run["attempt"] == 1 and task["abandoned"] is None
     assert data["overdue"] == [] and data["clock_skew"] is None
