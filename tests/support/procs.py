@@ -72,6 +72,18 @@ class Proc:
             raise AssertionError(f"expected {prefix!r}, got {line!r}; stderr:\n{self.stderr()}")
         return line
 
+    def drain(self) -> list[str]:
+        """Every stdout line so far, without waiting (for tests watching several processes)."""
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return self.output
+            if line is None:
+                self._lines.put(None)  # keep the end for expect()
+                return self.output
+            self.output.append(line)
+
     def send(self, line: str) -> None:
         assert self.popen.stdin is not None
         self.popen.stdin.write(line + "\n")

@@ -1,0 +1,191 @@
+"""Fenced side effects, the stuck watcher and a fleet-wide crash, with real replica
+processes (issue 13; the plain kill -9 recovery is test_attempt_recovery.py).
+
+Replicas are ``tests/support/stale_replica.py`` processes; every effect is a
+ledger row written in the same transaction as ``ctx.verify(connection)``, so
+the ledger counts committed effects, not reported outcomes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import signal
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from cronlease._lease.store import LeaseStore
+from cronlease._run.attempt_poll import ATTEMPTS_PER_PASS, POLL_SECONDS
+from tests.support import ledger
+from tests.support.procs import Proc, wait_for
+
+pytestmark = pytest.mark.slow
+
+TTL = 2.0
+RUNNING = re.compile(r"running (\S+) slot=(\d+) attempt=(\d+) recovering=(\w+) key=(\S+)")
+
+
+def replicas(url: str, prefix: str, count: int, n: int, **env: str) -> list[Proc]:
+    settings = {
+        "CRONLEASE_TEST_TTL": f"{TTL:g}s",
+        **{f"CRONLEASE_TEST_{k.upper()}": v for k, v in env.items()},
+    }
+    procs = [
+        Proc("-m", "tests.support.stale_replica", url, prefix, str(count), env=settings)
+        for _ in range(n)
+    ]
+    for proc in procs:
+        proc.expect("started")
+    return procs
+
+
+def runs_seen(procs: list[Proc]) -> Iterator[tuple[Proc, str, int, int, bool, str]]:
+    for proc in procs:
+        for line in proc.drain():
+            match = RUNNING.match(line)
+            if match:
+                name, slot, attempt, recovering, key = match.groups()
+                yield proc, name, int(slot), int(attempt), recovering == "True", key
+
+
+def lines(procs: list[Proc], prefix: str) -> list[str]:
+    return [line for proc in procs for line in proc.drain() if line.startswith(prefix)]
+
+
+@pytest.fixture
+def lease_store(db_url: str) -> Iterator[LeaseStore]:
+    store = LeaseStore.from_url(db_url)
+    store.create_tables()
+    ledger.setup(db_url)
+    yield store
+    store.dispose()
+
+
+def stop_all(procs: list[Proc]) -> None:
+    for proc in procs:
+        if proc.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.popen.pid, signal.SIGCONT)
+            proc.kill()
+
+
+def test_a_stale_attempt_cannot_commit_after_recovery(
+    db_url: str, lease_store: LeaseStore, task_name: str
+) -> None:
+    procs = replicas(db_url, task_name, 1, 3, hold="6")
+    try:
+        holder, name, slot, _, _, _ = wait_for(
+            lambda: next(iter(runs_seen(procs)), None), 40, "a first attempt"
+        )
+        os.kill(holder.popen.pid, signal.SIGSTOP)  # it sleeps in the task: before any write
+        survivors = [proc for proc in procs if proc is not holder]
+        wait_for(
+            lambda: lines(survivors, f"committed {name} slot={slot} attempt=2"),
+            TTL + 10,
+            "the recovery's commit",
+        )
+        os.kill(holder.popen.pid, signal.SIGCONT)
+        wait_for(
+            lambda: lines([holder], f"refused {name} slot={slot} attempt=1 LeaseLostError"),
+            20,
+            "the stale attempt refused",
+        )
+        rows = [pid for s, pid in ledger.entries(db_url, name) if s == slot]
+        assert rows == [survivor_pid(survivors, name, slot)], "one committed effect per slot"
+    finally:
+        stop_all(procs)
+
+
+def survivor_pid(procs: list[Proc], name: str, slot: int) -> int:
+    [proc] = [
+        p
+        for p in procs
+        if any(line.startswith(f"committed {name} slot={slot} ") for line in p.output)
+    ]
+    return proc.popen.pid
+
+
+def test_the_watcher_abandons_a_paused_tasks_dead_run(
+    db_url: str, lease_store: LeaseStore, task_name: str
+) -> None:
+    [holder] = replicas(db_url, task_name, 1, 1, hold="block", recover="0", every="6s")
+    name = f"{task_name}-0"
+    others: list[Proc] = []
+    try:
+        wait_for(lambda: next(iter(runs_seen([holder])), None), 20, "a first attempt")
+        holder.kill()
+        lease_store.pause(name)
+        [fence_then] = [lease.fence for lease in lease_store.leases([name])]
+        # a replica that does not declare the task: its own recover=True task brings the
+        # fleet-wide watcher
+        others = replicas(db_url, f"{task_name}-other", 1, 1, every="1h")
+        wait_for(
+            lambda: lease_store.history(name)[0].outcome == "abandoned",
+            90,
+            "the dead run marked abandoned by the watcher",
+        )
+        [lease] = lease_store.leases([name])
+        assert lease.paused and lease.fence == fence_then, "the task was never acquired"
+    finally:
+        stop_all([holder, *others])
+
+
+def test_a_crash_of_every_replica_recovers_each_slot_once(
+    db_url: str, lease_store: LeaseStore, task_name: str
+) -> None:
+    tasks = 100
+    crashed = replicas(db_url, task_name, tasks, 2, hold="block", workers="128", every="20s")
+    restarted: list[Proc] = []
+    try:
+        wait_for(lambda: len(list(runs_seen(crashed))) >= tasks, 40, "every task in flight")
+        in_flight = {(name, slot) for _, name, slot, _, _, _ in runs_seen(crashed)}
+        assert len(in_flight) == tasks
+        for proc in crashed:
+            proc.kill()
+        restarted = replicas(db_url, task_name, tasks, 2, workers="128", every="20s", work="0.3")
+        wait_for(
+            lambda: (
+                len({(n, s) for _, n, s, a, _, _ in runs_seen(restarted) if a == 2} & in_flight)
+                >= tasks
+            ),
+            30,
+            "every slot recovered",
+        )
+        committed = re.compile(r"committed (\S+) slot=(\d+) attempt=2")
+
+        def commits() -> set[tuple[str, int]]:
+            found = {
+                m.groups()
+                for line in lines(restarted, "committed ")
+                if (m := committed.match(line))
+            }
+            return {(name, int(slot)) for name, slot in found} & in_flight
+
+        wait_for(lambda: len(commits()) >= tasks, 30, "every recovery committed")
+        effects = Counter(
+            (name, slot)
+            for name in {name for name, _ in in_flight}
+            for slot, _ in ledger.entries(db_url, name)
+        )
+        wrong = {run: effects[run] for run in in_flight if effects[run] != 1}
+        assert not wrong, f"committed effects per slot, not once: {wrong}"
+        # started together: one pass's attempts share one transaction's start time, and
+        # passes are at least POLL_SECONDS apart
+        starts: dict[str, list[float]] = {}
+        for name, slot in in_flight:
+            [run] = [r for r in lease_store.history(name) if r.slot == slot and r.attempt == 2]
+            starts.setdefault(run.holder.split("#")[0], []).append(run.started_at)
+        assert len(starts) >= 1
+        for holder, times in starts.items():
+            times.sort()
+            together, most = 1, 1
+            for earlier, later in itertools.pairwise(times):
+                together = together + 1 if later - earlier < POLL_SECONDS / 5 else 1
+                most = max(most, together)
+            assert most <= ATTEMPTS_PER_PASS, f"{holder} started {most} attempts together"
+    finally:
+        stop_all(crashed + restarted)

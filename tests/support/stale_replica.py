@@ -1,0 +1,93 @@
+"""A replica whose tasks ask for crash recovery: ``stale_replica.py URL PREFIX COUNT``.
+
+Declares COUNT tasks ``PREFIX-0`` .. ``PREFIX-<COUNT-1>``, each ``recover=True``
+(``CRONLEASE_TEST_RECOVER=0``: not), every ``CRONLEASE_TEST_EVERY`` (default
+15s) with a lease TTL of ``CRONLEASE_TEST_TTL`` (default 2s). A run prints
+``running NAME slot=S attempt=A recovering=R key=K`` when it begins, then:
+
+- attempt 1 with ``CRONLEASE_TEST_HOLD=block``: blocks for ever (kill -9 it);
+- attempt 1 with ``CRONLEASE_TEST_HOLD=<seconds>``: sleeps that long (SIGSTOP it);
+- then, in one transaction on the lease database, appends its slot to the
+  ledger and calls ``ctx.verify(connection)`` — a stale attempt's append is
+  rolled back with its transaction — and prints ``committed NAME slot=S
+  attempt=A`` or ``refused NAME slot=S attempt=A LeaseLostError``;
+- with ``CRONLEASE_TEST_WORK=<seconds>`` it then takes that long.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
+
+from cronlease import LeaseLostError, RunContext, Scheduler
+from cronlease._lease.database import normalize_url
+from tests.support import ledger
+
+
+_print_lock = threading.Lock()
+
+
+def say(line: str) -> None:
+    # many runs print at once: one line at a time, or two merge into one
+    with _print_lock:
+        print(line, flush=True)
+
+
+def main() -> None:
+    url, prefix, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    every = os.environ.get("CRONLEASE_TEST_EVERY", "15s")
+    ttl = os.environ.get("CRONLEASE_TEST_TTL", "2s")
+    hold = os.environ.get("CRONLEASE_TEST_HOLD", "")
+    work = float(os.environ.get("CRONLEASE_TEST_WORK", "0"))
+    recover = os.environ.get("CRONLEASE_TEST_RECOVER", "1") == "1"
+    max_workers = int(os.environ.get("CRONLEASE_TEST_WORKERS", "16"))
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
+    )
+    connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
+    effects = create_engine(normalize_url(url), poolclass=NullPool, connect_args=connect_args)
+    scheduler = Scheduler(url, max_workers=max_workers)
+
+    def run(ctx: RunContext) -> None:
+        name = ctx.name
+        say(
+            f"running {name} slot={ctx.slot} attempt={ctx.attempt} "
+            f"recovering={ctx.recovering} key={ctx.key}"
+        )
+        if ctx.attempt == 1 and hold == "block":
+            threading.Event().wait()
+        elif ctx.attempt == 1 and hold:
+            time.sleep(float(hold))
+        try:
+            with effects.begin() as connection:
+                connection.execute(
+                    ledger.ledger.insert().values(task=name, slot=ctx.slot, pid=os.getpid())
+                )
+                ctx.verify(connection)
+        except LeaseLostError:
+            say(f"refused {name} slot={ctx.slot} attempt={ctx.attempt} LeaseLostError")
+            raise
+        say(f"committed {name} slot={ctx.slot} attempt={ctx.attempt}")
+        if work:
+            time.sleep(work)
+
+    for index in range(count):
+        scheduler.task(every=every, name=f"{prefix}-{index}", lease_ttl=ttl, recover=recover)(run)
+
+    def announce() -> None:
+        while not scheduler.running:
+            threading.Event().wait(0.01)
+        say("started")
+
+    threading.Thread(target=announce, daemon=True).start()
+    scheduler.run_forever()
+
+
+if __name__ == "__main__":
+    main()
