@@ -29,7 +29,6 @@ from cronlease import LeaseLostError, RunContext, Scheduler
 from cronlease._lease.database import normalize_url
 from tests.support import ledger
 
-
 _print_lock = threading.Lock()
 
 
