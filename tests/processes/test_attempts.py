@@ -189,3 +189,55 @@ def test_a_crash_of_every_replica_recovers_each_slot_once(
             assert most <= ATTEMPTS_PER_PASS, f"{holder} started {most} attempts together"
     finally:
         stop_all(crashed + restarted)
+
+
+@pytest.mark.parametrize("retries", [2, 1])
+def test_a_failing_task_is_retried_by_the_fleet_with_backoff(
+    db_url: str, lease_store: LeaseStore, task_name: str, retries: int
+) -> None:
+    delay = 0.5
+    procs = replicas(
+        db_url,
+        task_name,
+        1,
+        3,
+        recover="0",
+        every="10s",
+        fail_below="3",
+        retries=str(retries),
+        retry_delay=f"{delay}s",
+    )
+    name = f"{task_name}-0"
+    try:
+        first = wait_for(lambda: next(iter(runs_seen(procs)), None), 25, "a first attempt")
+        slot = first[2]
+
+        def attempts() -> list[object]:
+            runs = sorted(
+                (r for r in lease_store.history(name) if r.slot == slot), key=lambda r: r.attempt
+            )
+            return runs if runs and runs[-1].outcome != "running" else []
+
+        expected = ["failed", "failed", "succeeded"][: retries + 1]
+        runs = wait_for(
+            lambda: (found := attempts()) and len(found) == retries + 1 and found, 20, "attempts"
+        )
+        assert [run.attempt for run in runs] == list(range(1, retries + 2))
+        assert [run.outcome for run in runs] == expected
+        assert [run.fence for run in runs] == sorted({run.fence for run in runs})
+        for earlier, later in itertools.pairwise(runs):
+            assert earlier.finished_at is not None
+            # the backoff, counted on the database clock; jitter only adds to it
+            assert (
+                later.started_at - earlier.finished_at >= delay * 2 ** (earlier.attempt - 1) - 0.01
+            )
+        # one effect per attempt at the ledger: no attempt ran twice
+        assert Counter(s for s, _ in ledger.entries(db_url, name))[slot] == retries + 1
+        # and no further attempt once the retries are spent, before the next tick
+        wait_for(
+            lambda: next((run for run in runs_seen(procs) if run[2] > slot), None), 15, "next tick"
+        )
+        later_attempts = sorted(r.attempt for r in lease_store.history(name) if r.slot == slot)
+        assert later_attempts == list(range(1, retries + 2))
+    finally:
+        stop_all(procs)

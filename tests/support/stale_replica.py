@@ -11,7 +11,9 @@ Declares COUNT tasks ``PREFIX-0`` .. ``PREFIX-<COUNT-1>``, each ``recover=True``
   ledger and calls ``ctx.verify(connection)`` — a stale attempt's append is
   rolled back with its transaction — and prints ``committed NAME slot=S
   attempt=A`` or ``refused NAME slot=S attempt=A LeaseLostError``;
-- with ``CRONLEASE_TEST_WORK=<seconds>`` it then takes that long.
+- with ``CRONLEASE_TEST_WORK=<seconds>`` it then takes that long;
+- with ``CRONLEASE_TEST_FAIL_BELOW=N`` it then raises while its attempt is below N
+  (declared with ``CRONLEASE_TEST_RETRIES`` retries, ``CRONLEASE_TEST_RETRY_DELAY`` apart).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ def main() -> None:
     work = float(os.environ.get("CRONLEASE_TEST_WORK", "0"))
     recover = os.environ.get("CRONLEASE_TEST_RECOVER", "1") == "1"
     max_workers = int(os.environ.get("CRONLEASE_TEST_WORKERS", "16"))
+    fail_below = int(os.environ.get("CRONLEASE_TEST_FAIL_BELOW", "0"))
+    retries = int(os.environ.get("CRONLEASE_TEST_RETRIES", "0"))
+    retry_delay = os.environ.get("CRONLEASE_TEST_RETRY_DELAY", "10s")
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
     )
@@ -75,9 +80,18 @@ def main() -> None:
         say(f"committed {name} slot={ctx.slot} attempt={ctx.attempt}")
         if work:
             time.sleep(work)
+        if ctx.attempt < fail_below:
+            raise RuntimeError(f"attempt {ctx.attempt} fails on purpose")
 
     for index in range(count):
-        scheduler.task(every=every, name=f"{prefix}-{index}", lease_ttl=ttl, recover=recover)(run)
+        scheduler.task(
+            every=every,
+            name=f"{prefix}-{index}",
+            lease_ttl=ttl,
+            recover=recover,
+            retries=retries,
+            retry_delay=retry_delay,
+        )(run)
 
     def announce() -> None:
         while not scheduler.running:
