@@ -219,14 +219,18 @@ def test_the_stuck_watcher_marks_a_paused_tasks_dead_run_abandoned(
         with caplog.at_level(logging.INFO, logger="cronlease"):
             assert scheduler.runner.run_tick(watcher, datetime.now(timezone.utc)) == "succeeded"
         assert store.history(task_name, 1)[0].outcome == "abandoned"
+        # one line for the pass (the watcher is fleet-wide: on a server database shared
+        # by the suite it may also mark other tests' dead runs, named or counted)
         lines = [r.getMessage() for r in caplog.records if "stuck watcher" in r.getMessage()]
-        assert len(lines) == 1 and task_name in lines[0]
-        # a pass that marks nothing says nothing
+        assert len(lines) == 1 and "marked abandoned" in lines[0]
+        # the next pass does not mark it again
         caplog.clear()
         later = datetime.now(timezone.utc) + timedelta(minutes=1)
         with caplog.at_level(logging.INFO, logger="cronlease"):
             scheduler.runner.run_tick(watcher, later, catch_up=True)
-        assert not any("stuck watcher" in r.getMessage() for r in caplog.records)
+        assert not any(task_name in r.getMessage() for r in caplog.records)
+        if db_url.startswith("sqlite"):  # a database of its own: nothing else to mark
+            assert not any("stuck watcher" in r.getMessage() for r in caplog.records)
         assert store.leases([task_name])[0].fence == lease.fence  # the task was not acquired
     finally:
         store.dispose()
