@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from cronlease._lease.schema import leases, metadata, runs
+from cronlease._lease.schema import leases, members, metadata, runs
 
-__all__ = ["leases", "metadata", "runs"]
+__all__ = ["leases", "members", "metadata", "runs"]

@@ -1,4 +1,4 @@
-"""The two tables cronlease keeps, as SQLAlchemy Core metadata.
+"""The tables cronlease keeps, as SQLAlchemy Core metadata.
 
 Alembic users can include :data:`metadata` in their ``target_metadata``.
 Times are epoch seconds in a double column, always computed by the database
@@ -32,6 +32,7 @@ __all__ = [
     "RUNS_ATTEMPT_KEY",
     "RUNS_SLOT_KEY",
     "leases",
+    "members",
     "metadata",
     "runs",
 ]
@@ -40,6 +41,8 @@ MAX_NAME_LENGTH = 255
 MAX_HOLDER_LENGTH = 255
 MAX_ERROR_LENGTH = 2000
 MAX_FINGERPRINT_LENGTH = 200
+#: a member's task-set digest (cronlease/_run/membership.py): 16 hex digits
+MAX_TASK_SET_LENGTH = 32
 
 #: the unique key of run rows: one row per attempt of a slot (issue 13)
 RUNS_ATTEMPT_KEY = "cronlease_runs_attempt_key"
@@ -52,11 +55,11 @@ metadata = MetaData()
 MYSQL_TABLE_OPTIONS: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
 
 
-def _name_type() -> String:
+def _name_type(length: int = MAX_NAME_LENGTH) -> String:
     # MySQL's default collations are case- and trailing-space-insensitive: two
     # task names differing only in case would share one lease row.
-    return String(MAX_NAME_LENGTH).with_variant(
-        mysql.VARCHAR(MAX_NAME_LENGTH, charset="utf8mb4", collation="utf8mb4_bin"),
+    return String(length).with_variant(
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"),
         "mysql",
         "mariadb",
     )
@@ -102,5 +105,23 @@ runs = Table(
     # Every acquisition sweeps the task's runs still 'running' (a dead holder's):
     # without this it would scan the task's whole history.
     Index("cronlease_runs_outcome", "name", "outcome"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+# One row per live replica (docs/design.md §4.4): renewed every few seconds on the
+# replica's renewal connection, deleted on a clean shutdown, ignored (and deleted
+# by the next renewer) once expired. An optimisation of the tick path only: who
+# runs a tick is decided by the lease row alone.
+members = Table(
+    "cronlease_members",
+    metadata,
+    # the replica's holder id (Scheduler.holder), without a nonce
+    Column("holder", _name_type(MAX_HOLDER_LENGTH), primary_key=True),
+    Column("namespace", String(MAX_NAME_LENGTH), nullable=False, server_default=""),
+    # digest of the replica's declared tasks: replicas rank ticks among those of the same set
+    Column("task_set", String(MAX_TASK_SET_LENGTH), nullable=False),
+    Column("started_at", Double, nullable=False),
+    Column("renewed_at", Double, nullable=False),
+    Column("expires_at", Double, nullable=False),
     **MYSQL_TABLE_OPTIONS,
 )

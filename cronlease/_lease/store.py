@@ -44,6 +44,7 @@ from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.attempts import AttemptStatements
 from cronlease._lease.dialects.base import check_batch
 from cronlease._lease.lost_writes import LostWrites
+from cronlease._lease.membership import FleetStatements, FleetStore
 from cronlease._lease.model import (
     AcquireRequest,
     AttemptCandidate,
@@ -88,6 +89,9 @@ class LeaseStore:
             AttemptStatements(self.statements.now), self._call, self.lost_writes
         )
         self._beat = RenewalEngine(engine)
+        #: fleet membership and the read-only slot check (docs/design.md §4.4)
+        fleet = FleetStatements(engine.dialect, self.statements.now)
+        self.fleet = FleetStore(fleet, self._call, lambda: self.heartbeat_engine)
         # set after an outage: what this store saw is read back before the next operation
         self._recheck = False
         self._checking = threading.Lock()
@@ -298,11 +302,8 @@ class LeaseStore:
         """
         if not items:
             return
-        what = (
-            f"finishing the run of {items[0].name!r}"
-            if len(items) == 1
-            else f"finishing {len(items)} runs"
-        )
+        many = f"finishing {len(items)} runs"
+        what = f"finishing the run of {items[0].name!r}" if len(items) == 1 else many
         self._call(what, lambda conn: self.statements.finish(conn, items))
 
     def heartbeat(self, lease: Lease) -> bool:
@@ -318,11 +319,8 @@ class LeaseStore:
         names = [lease.name for lease in leases]
         if len(set(names)) != len(names):
             raise ValueError("a renewal names each task at most once")
-        what = (
-            f"renewing the lease of {names[0]!r}"
-            if len(leases) == 1
-            else f"renewing {len(leases)} leases"
-        )
+        many = f"renewing {len(leases)} leases"
+        what = f"renewing the lease of {names[0]!r}" if len(leases) == 1 else many
         renewed = self._call(
             what,
             lambda conn: self.statements.heartbeat(conn, leases),

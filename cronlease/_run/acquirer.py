@@ -2,7 +2,8 @@
 
 One thread with one role (docs/design.md §4). It receives the ticks of each
 APScheduler pass on its inbox queue (:mod:`cronlease._run.fire`), adds the
-ticks whose timer is due — deferred ticks and late pickups — and asks the
+ticks whose timer is due — ticks staged for later (rendezvous: this replica
+is not the tick's preferred one) and late pickups — and asks the
 :class:`TickRunner` to decide them, in batches that name each task at most
 once, oldest first. Winners go straight to the :class:`WorkerPool` as each
 is registered, so losers never queue behind winners for a worker thread;
@@ -93,7 +94,7 @@ class Acquirer:
             for decided, group_ticks in fired:
                 decided()
                 ticks.extend(group_ticks)
-            ticks, later = self._runner.defer(ticks)
+            ticks, later = self._runner.stage(ticks)
             for due, tick in later:
                 heapq.heappush(timers, (due, next(order), tick))
             now = time.monotonic()

@@ -18,19 +18,23 @@ attempt each follows. Per result:
   tick. A refused attempt is only counted (``attempts_not_acquired``): it is
   no tick, and the attempt poll asks again while it should still happen.
 
-Built for the fleet's common case, hundreds of tasks due at one instant on
-every replica and one replica winning them:
+Built for a fleet whose cost must not grow with its size (docs/design.md §4.4):
 
-- **deferral**: in a batch of LARGE_BATCH ticks or more, a task whose
-  previous tick another replica won is tried DEFER_SECONDS later (at most a
-  quarter of its grace). The likely winner's statement then meets no
-  competing statements for the same rows, and ours finds the slot taken
-  without waiting on a row lock; if the winner is gone, the tick runs here
-  that much later, still within its grace;
-- **split acquisition**: a large batch of a replica that won every task it
-  tried last is sent as two statements at once, on two pooled connections,
-  over disjoint name ranges (each statement locks its rows in name order, so
-  no two can deadlock), and the database works on both halves in parallel.
+- **rendezvous staging** (:meth:`Acquisition.stage`): with a view of the
+  fleet (:mod:`cronlease._run.membership`), a scheduled tick is tried at once
+  only by its preferred replica (:mod:`cronlease._run.rendezvous`); its
+  backup tries it BACKUP_DELAY later (at most a quarter of its grace), and
+  the other members only while the view is unsettled (after twice that
+  delay), else not at all. Without a view (none yet, the table unreadable),
+  or alone in its cohort, a replica tries every tick at once;
+- **read-only check** (:meth:`Acquisition.precheck`): a tick tried after the
+  delay reads its lease row's slot cursor first, in one SELECT for the
+  batch; one already taken is refused ``taken`` here, costing no row lock;
+- **split acquisition**: a batch of LARGE_BATCH ticks or more of a replica
+  with a view (its own preferred ticks, or a lone replica's) is sent as two
+  statements at once, on two pooled connections, over disjoint name ranges
+  (each statement locks its rows in name order, so no two can deadlock), and
+  the database works on both halves in parallel.
 """
 
 from __future__ import annotations
@@ -46,21 +50,23 @@ from cronlease._lease.model import AcquireRequest, AttemptRequest, Lease, Refusa
 from cronlease._lease.store import LeaseStore
 from cronlease._run.admission import Candidate, Skips
 from cronlease._run.log_streaks import LogStreaks
+from cronlease._run.membership import Membership
 from cronlease._run.outage import OutageLog
+from cronlease._run.rendezvous import BACKUP, PREFERRED
 from cronlease._run.side_thread import SideThread
 from cronlease._run.ticks import Decision, Tick
 from cronlease._stats import Stats
+from cronlease._timing.schedule import slot_of
 from cronlease.errors import RowRefused, StoreError
 
-__all__ = ["DEFER_SECONDS", "LARGE_BATCH", "LATE_PICKUP_MARGIN", "Acquisition"]
+__all__ = ["BACKUP_DELAY", "LARGE_BATCH", "LATE_PICKUP_MARGIN", "Acquisition"]
 
 logger = logging.getLogger("cronlease")
 
-#: how long a replica waits before trying a tick of a task whose previous tick
-#: another replica won (at most a quarter of the tick's grace)
-DEFER_SECONDS = 0.1
-#: ticks fired together from which a batch is deferred when likely lost, and sent
-#: as two statements when likely won
+#: how long after its fire time a tick's backup replica tries it (at most a quarter
+#: of the tick's grace); the other members of an unsettled view, twice that
+BACKUP_DELAY = 0.1
+#: a batch of this many ticks or more is sent as two statements (split acquisition)
 LARGE_BATCH = 128
 #: a late pickup is tried this long after the held lease's expiry, so that the
 #: database's strict "expired" comparison has certainly passed
@@ -80,41 +86,90 @@ class Acquisition:
         skips: Skips,
         outage: OutageLog,
         ensure_schema: Callable[[], None],
+        membership: Membership,
     ) -> None:
         self._store = store
+        self._membership = membership
         self._stats = stats
         self._skips = skips
         self._outage = outage
         self._ensure_schema = ensure_schema
         self._streaks = LogStreaks(logger)  # "slot is ahead" warnings: once per streak
-        # tasks whose latest scheduled tick another replica won (see defer())
-        self._won_elsewhere: set[str] = set()
         # the second connection of a batch acquired in two halves
         self._side = SideThread()
 
     def close(self) -> None:
         self._side.close()
 
-    def defer(self, ticks: Sequence[Tick]) -> tuple[list[Tick], list[tuple[float, Tick]]]:
-        """Split ``ticks`` into those to acquire now and [(monotonic time, tick)] to
-        acquire then: the deferral rule (module docstring)."""
-        if not self._won_elsewhere or len(ticks) < LARGE_BATCH:
+    def stage(self, ticks: Sequence[Tick]) -> tuple[list[Tick], list[tuple[float, Tick]]]:
+        """Split fired ticks into those to acquire now and [(monotonic time, tick)] to
+        acquire then, ``checked``; ticks left to the replicas ranked before this one
+        are dropped (counted ``ticks_left_to_peers``). The staging rule (module
+        docstring); only ``scheduled`` ticks are staged."""
+        view = self._membership.view()
+        if view is None or view.size == 1:
             return list(ticks), []
         now: list[Tick] = []
         later: list[tuple[float, Tick]] = []
-        delays: dict[tuple[str, datetime], float] = {}
+        timings: dict[tuple[str, datetime], tuple[int, float]] = {}
         start = time.monotonic()
+        ranking, settled = view.ranking, view.settled
+        left = 0
         for tick in ticks:
             task = tick.task
-            if tick.kind != "scheduled" or task.full_name not in self._won_elsewhere:
+            if tick.kind != "scheduled" or tick.checked:
                 now.append(tick)
                 continue
             key = (task.schedule.fingerprint, tick.fire_time)
-            delay = delays.get(key)
-            if delay is None:
-                delay = delays[key] = min(DEFER_SECONDS, task.grace_for(tick.fire_time) / 4)
-            later.append((start + delay, tick))
+            timing = timings.get(key)
+            if timing is None:
+                grace = task.grace_for(tick.fire_time)
+                timing = timings[key] = (slot_of(tick.fire_time), min(BACKUP_DELAY, grace / 4))
+            slot, delay = timing
+            place = ranking.place(task.full_name, slot)
+            if place == PREFERRED:
+                now.append(tick)
+            elif place == BACKUP:
+                later.append((start + delay, tick._replace(checked=True)))
+            elif not settled:
+                later.append((start + 2 * delay, tick._replace(checked=True)))
+            else:
+                left += 1
+        if left:
+            self._stats.add("ticks_left_to_peers", left)
+        if later:
+            self._stats.add("ticks_delayed", len(later))
         return now, later
+
+    def precheck(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates still to acquire: a ``checked`` tick whose slot its lease row's
+        cursor has reached is refused ``taken`` here, from one read-only SELECT for
+        the batch (no row lock). A database error skips the checked ticks (``error``)."""
+        checked = [c for c in candidates if c.tick.checked]
+        if not checked:
+            return list(candidates)
+        try:
+            self._ensure_schema()
+            cursors = self._store.fleet.slot_cursors([c.request.name for c in checked])
+        except StoreError as exc:
+            self._failed(checked, exc)
+            return [c for c in candidates if not c.tick.checked]
+        self._outage.succeeded()
+        remaining: list[Candidate] = []
+        taken = 0
+        for candidate in candidates:
+            request = candidate.request
+            cursor = cursors.get(request.name) if candidate.tick.checked else None
+            if cursor is None or cursor < request.slot:
+                remaining.append(candidate)
+                continue
+            taken += 1
+            self._skips.skipped(candidate.tick.task, request.slot, "taken", count=False)
+        if taken:
+            self._stats.add("ticks_not_acquired", taken)
+            self._stats.add("ticks_checked_taken", taken)
+            self._skips.count("taken", taken)
+        return remaining
 
     def acquire(
         self, candidates: Sequence[Candidate], on_won: Callable[[Candidate, Lease], None]
@@ -142,9 +197,10 @@ class Acquisition:
             candidates = [candidate for candidate in candidates if candidate.tick.kind != "attempt"]
             part(attempts, self._send(attempts))
 
-        # Split only a replica that won every task it tried last: where two
-        # replicas share the tasks, their statements already run in parallel.
-        if len(candidates) >= LARGE_BATCH and not self._won_elsewhere:
+        # Split only the batch of a replica with a view of the fleet: its own
+        # preferred ticks. Without one every replica sends every tick, and two
+        # statements each would only contend more.
+        if len(candidates) >= LARGE_BATCH and self._membership.view() is not None:
             ordered = sorted(candidates, key=lambda candidate: candidate.request.name)
             low, high = ordered[: len(ordered) // 2], ordered[len(ordered) // 2 :]
             pending = self._side.submit(functools.partial(self._send, low))
@@ -206,11 +262,7 @@ class Acquisition:
                 continue
             if not isinstance(result, Refusal) or result.reason != "future":
                 self._streaks.ended(tick.task.full_name, "future")
-            # only ticks of the scheduled path say who is likely to win the next one
-            raced = tick.kind in ("scheduled", "retry")
             if isinstance(result, Lease):
-                if raced:
-                    self._won_elsewhere.discard(tick.task.full_name)
                 if tick.kind == "retry":
                     logger.info(
                         "%s: tick %s: taken over once the previous holder's lease expired",
@@ -220,8 +272,6 @@ class Acquisition:
                 on_won(candidate, result)
                 continue
             reason = result.reason
-            if raced and reason in ("taken", "contended"):
-                self._won_elsewhere.add(tick.task.full_name)
             retry = self._late_pickup(candidate, result)
             if retry is not None:
                 decision.retries.append(retry)

@@ -41,6 +41,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from cronlease._run.acquirer import Acquirer, Fired
 from cronlease._run.clock_steps import WAKE_INTERVAL, StepWatch
+from cronlease._run.membership import digest_text, task_key
 from cronlease._run.runner import TickRunner
 from cronlease._run.stopping import Deadline
 from cronlease._run.ticks import Tick
@@ -206,6 +207,10 @@ class Firing:
         # 10,000 tasks of one schedule cost 50 million copies (issue 11, item 13)
         self._unstarted: dict[str, list[Task]] | None = {}
         self._executor = LeaseExecutor(runner, self._groups, max_workers)
+        self._runner = runner
+        # the declared tasks' digest (XOR of task_key), for the member row's task_set
+        self._task_set = 0
+        self._namespace: str | None = None
         self.apscheduler = BatchingScheduler(
             timezone=timezone.utc,
             executors={
@@ -239,6 +244,8 @@ class Firing:
         group fires at the instants its own job would have fired at.
         """
         job_id = f"cronlease-schedule:{task.schedule.fingerprint}"
+        self._task_set ^= task_key(task)
+        self._namespace = self._namespace or task.namespace
         if self._unstarted is not None:
             waiting = self._unstarted.setdefault(job_id, [])
             waiting.append(task)
@@ -261,6 +268,7 @@ class Firing:
         if self._unstarted is not None:
             self._groups.update((job, tuple(tasks)) for job, tasks in self._unstarted.items())
             self._unstarted = None
+        self._runner.membership.start(lambda: digest_text(self._task_set), self._namespace)
         self.apscheduler.start()
 
     def submit(self, work: Callable[[], object]) -> None:
@@ -269,9 +277,12 @@ class Firing:
 
     def shutdown(self, deadline: Deadline) -> None:
         """Stop firing at once; join the acquirer within ``deadline``. Runs in progress
-        are the tick path's to wait for; :meth:`close_pool` once nothing dispatches."""
+        are the tick path's to wait for; :meth:`close_pool` once nothing dispatches.
+        This replica's member row goes first, so the others take its ticks at once."""
+        member = self._runner.membership.stop()
         self.apscheduler.shutdown(wait=False)
         self._executor.join(deadline)
+        deadline.join(member, "this replica's member row to be deleted")
 
     def close_pool(self) -> None:
         """Let the worker threads end once idle (work submitted later gets a thread)."""

@@ -7,7 +7,9 @@ one to the next; no stage calls into another's internals
 
 - :mod:`~cronlease._run.admission`: shutdown, grace, local overlap -> requests
 - :mod:`~cronlease._run.capacity`: no more requests than free worker slots
-- :mod:`~cronlease._run.acquisition`: one store call, refusals, late pickups
+- :mod:`~cronlease._run.membership`: this replica's member row and fleet view
+- :mod:`~cronlease._run.acquisition`: rendezvous staging, the read-only check,
+  one store call, refusals, late pickups
 - :mod:`~cronlease._run.active`: winners registered, heartbeats started
 - :mod:`~cronlease._run.execution`: the task called, its outcome named
 - :mod:`~cronlease._run.recorder`: outcome recorded, lease released
@@ -37,6 +39,7 @@ from cronlease._run.active import ActiveRun, ActiveRuns
 from cronlease._run.admission import Admission, Candidate, Skips
 from cronlease._run.capacity import Capacity, Rationing
 from cronlease._run.execution import Ended, Execution
+from cronlease._run.membership import Membership
 from cronlease._run.outage import OutageLog
 from cronlease._run.pulse import Pulse
 from cronlease._run.recorder import Recorder
@@ -75,7 +78,12 @@ class TickRunner:
         self.pulse = Pulse()  # beaten by the acquirer, read by health()
         skips = Skips(self.stats, self.events)
         self._admission = Admission(holder, self.stats, skips)
-        self._acquisition = Acquisition(store, self.stats, skips, self.outage, self.ensure_schema)
+        #: this replica's member row and view of the fleet; started and stopped with
+        #: the firing (cronlease/_run/fire.py)
+        self.membership = Membership(store, holder)
+        self._acquisition = Acquisition(
+            store, self.stats, skips, self.outage, self.ensure_schema, self.membership
+        )
         self._active = ActiveRuns(store, self.stats, self.events)
         self._execution = Execution(self._active, self.events, loop_getter, self._timed_out)
         self._recorder = Recorder(store, self._active, self.stats, self.events)
@@ -109,10 +117,11 @@ class TickRunner:
 
     # --- the tick path ----------------------------------------------------
 
-    def defer(self, ticks: Sequence[Tick]) -> tuple[list[Tick], list[tuple[float, Tick]]]:
-        """Split ``ticks`` into those to acquire now and [(monotonic time, tick)] to
-        acquire a little later (the deferral rule of :mod:`cronlease._run.acquisition`)."""
-        return self._acquisition.defer(ticks)
+    def stage(self, ticks: Sequence[Tick]) -> tuple[list[Tick], list[tuple[float, Tick]]]:
+        """Split fired ``ticks`` into those to acquire now and [(monotonic time, tick)] to
+        acquire a little later; ticks left to other replicas are dropped (the
+        rendezvous staging of :mod:`cronlease._run.acquisition`)."""
+        return self._acquisition.stage(ticks)
 
     def acquire_ticks(
         self,
@@ -182,6 +191,8 @@ class TickRunner:
             accepting=not self._stopped.is_set(),
             running=self._active.names(include_manual=False),
         )
+        # ticks tried after the rendezvous delay: slots already taken cost no lock
+        candidates = self._acquisition.precheck(candidates)
         if candidates and not inline:  # batching figures: ticks that fell due together
             self.stats.add("acquire_batches")
             self.stats.add("acquire_batch_ticks", len(candidates))

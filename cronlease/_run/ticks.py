@@ -2,15 +2,19 @@
 
 A tick's kind decides which per-tick rules apply to it (docs/design.md §4):
 
-============  =====  =======  ===========  ========
-kind          grace  overlap  late pickup  deferral
-============  =====  =======  ===========  ========
+============  =====  =======  ===========  ==========
+kind          grace  overlap  late pickup  rendezvous
+============  =====  =======  ===========  ==========
 scheduled     yes    yes      yes          yes
 catch_up      no     yes      no           no
 retry         no     yes      yes          no
 attempt       no     yes      no           no
 manual        no     no       no           no
-============  =====  =======  ===========  ========
+============  =====  =======  ===========  ==========
+
+*Rendezvous* (docs/design.md §4.4): a scheduled tick this replica is not the
+preferred replica of is tried a little later, read-only check first; such a
+tick is ``checked``.
 
 A ``retry`` is the late pickup of a scheduled tick: tried again when the
 lease an older run still held expires, and again if it was renewed meanwhile,
@@ -63,6 +67,9 @@ class Tick(NamedTuple):
     kind: TickKind = "scheduled"
     #: only for an ``attempt`` tick
     follows: Follows | None = None
+    #: a scheduled tick tried after the rendezvous delay: its slot cursor is read
+    #: first, and a slot already taken costs no acquisition
+    checked: bool = False
 
 
 class Timing(NamedTuple):

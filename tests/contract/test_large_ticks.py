@@ -1,11 +1,10 @@
-"""Many tasks due at one instant: schedule groups, deferral, split acquisition, the finisher.
+"""Many tasks due at one instant: schedule groups, split acquisition, the finisher.
 
 What the fleet benchmark relies on for its start lateness, pinned on real
 databases: tasks with identical schedules share one APScheduler job and
-still fire one by one; a replica that lost a large tick to another replica
-tries the next one a little later, yet still runs it when that replica is
-gone; a large batch expected to be won is acquired as two statements that
-never win a slot twice, even racing another replica doing the same.
+still fire one by one; a large batch is acquired as two statements that
+never win a slot twice, even racing other replicas doing the same. (Who
+tries which tick first: tests/contract/test_fleet.py.)
 """
 
 from __future__ import annotations
@@ -15,11 +14,9 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 
-import pytest
-
 from cronlease import RunContext, Scheduler
 from cronlease._events import EventBus, RunFinished, RunStarted, TickSkipped
-from cronlease._run.acquisition import DEFER_SECONDS, LARGE_BATCH
+from cronlease._run.acquisition import LARGE_BATCH
 from cronlease._run.finisher import Finisher
 from cronlease._run.ticks import Tick
 from cronlease._task import Task
@@ -47,6 +44,7 @@ def _replica(
 
 def _close(*schedulers: Scheduler) -> None:
     for scheduler in schedulers:
+        scheduler.store.fleet.leave([scheduler.holder])
         scheduler.runner.close()
         scheduler.store.dispose()
 
@@ -78,55 +76,15 @@ def test_tasks_with_one_schedule_share_a_job_and_each_runs(tmp_path: object) -> 
         wait_for(lambda: runs["slow"] >= 1, 20, "the task of its own schedule")
 
 
-@pytest.mark.slow
-def test_a_replica_that_lost_a_large_tick_defers_the_next_but_still_runs_it(
-    db_url: str, task_name: str
-) -> None:
-    anchor = _fire_time()
-    winner, winner_tasks = _replica(db_url, task_name, LARGE_BATCH, anchor)
-    other, other_tasks = _replica(db_url, task_name, LARGE_BATCH, anchor)
-    try:
-        won = winner.runner.acquire_ticks([Tick(t, anchor) for t in winner_tasks])
-        assert len(won.runs) == LARGE_BATCH
-        for run in won.runs:
-            assert run() == "succeeded"
-        lost = other.runner.acquire_ticks([Tick(t, anchor) for t in other_tasks])
-        assert lost.runs == [] and other.stats["ticks_skipped_taken"] == LARGE_BATCH
-
-        # The next tick: the loser defers every task the winner took ...
-        fire_time = time_of_slot(int(anchor.timestamp() * 1000) + 10_000)
-        fire_time = fire_time.astimezone(timezone.utc)
-        started = time.monotonic()
-        now, later = other.runner.defer([Tick(t, fire_time) for t in other_tasks])
-        assert now == [] and len(later) == LARGE_BATCH
-        assert all(0 < due - started <= DEFER_SECONDS + 0.05 for due, _ in later)
-        # ... a small batch is not deferred: it races as it fires ...
-        few = [Tick(t, fire_time) for t in other_tasks[: LARGE_BATCH // 2]]
-        assert other.runner.defer(few) == (few, [])
-        # ... and the winner, which won them, goes at once.
-        assert winner.runner.defer([Tick(t, fire_time) for t in winner_tasks])[1] == []
-
-        # The winner is gone: the deferred ticks still run on the other replica,
-        # which then no longer defers them.
-        wait_for(lambda: time.time() >= fire_time.timestamp(), 15, "the next fire time")
-        taken = other.runner.acquire_ticks([tick for _, tick in later])
-        assert len(taken.runs) == LARGE_BATCH
-        for run in taken.runs:
-            assert run() == "succeeded"
-        following = time_of_slot(int(fire_time.timestamp() * 1000) + 10_000)
-        following = following.astimezone(timezone.utc)
-        assert other.runner.defer([Tick(t, following) for t in other_tasks])[1] == []
-    finally:
-        _close(winner, other)
-
-
 def test_two_replicas_acquiring_large_batches_in_halves_win_each_slot_once(
     db_url: str, task_name: str
 ) -> None:
-    """Both replicas expect to win (nobody won before) and split: no deadlock, one winner."""
+    """Every replica has a view of the fleet and splits its batch: no deadlock, one winner."""
     anchor = _fire_time()
     count = LARGE_BATCH * 2
     replicas = [_replica(db_url, task_name, count, anchor) for _ in range(3)]
+    for scheduler, _ in replicas:  # a view of the fleet: batches are split
+        assert scheduler.runner.membership.renew() is not None
     skips: list[TickSkipped] = []
     gate = threading.Barrier(len(replicas))
     failures: list[BaseException] = []

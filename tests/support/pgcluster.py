@@ -47,13 +47,20 @@ class Clusters:
             shutil.chown(self.root, "postgres", "postgres")
         self._dirs: list[Path] = []
 
-    def _run(self, *args: str, timeout: float = 60) -> None:
+    def _run(self, *args: str, timeout: float = 60) -> str:
         command = [str(BIN / args[0]), *args[1:]]
         if os.geteuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
-        subprocess.run(command, check=True, capture_output=True, timeout=timeout, cwd=self.root)
+        done = subprocess.run(
+            command, check=True, capture_output=True, timeout=timeout, cwd=self.root, text=True
+        )
+        return done.stdout
 
-    def _conf(self, data: Path, port: int) -> None:
+    def tool(self, *args: str, timeout: float = 60) -> str:
+        """Run a PostgreSQL binary (``pg_waldump``, ...) as the clusters' user; its stdout."""
+        return self._run(*args, timeout=timeout)
+
+    def _conf(self, data: Path, port: int, extra: str = "") -> None:
         with open(data / "postgresql.auto.conf", "a") as conf:
             conf.write(
                 f"port = {port}\nlisten_addresses = '127.0.0.1'\n"
@@ -61,11 +68,13 @@ class Clusters:
                 "synchronous_commit = off\nwal_level = replica\nmax_wal_senders = 5\n"
                 "wal_receiver_timeout = 2s\nwal_retrieve_retry_interval = 500ms\n"
             )
+            conf.write(extra)
 
-    def primary(self, port: int) -> Path:
+    def primary(self, port: int, extra: str = "") -> Path:
+        """A new cluster on ``port``; ``extra``: more postgresql.conf lines."""
         data = self.root / f"data{port}"
         self._run("initdb", "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
-        self._conf(data, port)
+        self._conf(data, port, extra)
         self._dirs.append(data)
         self.start(data)
         return data

@@ -1,0 +1,330 @@
+"""Fleet membership rows and the read-only slot check, on every backend.
+
+Two things the tick path uses to spread work and keep its cost flat as the
+fleet grows (docs/design.md §4.4); neither decides who runs a tick — the lease
+row's slot cursor alone does (§3.2):
+
+- ``cronlease_members``: one row per live replica. :meth:`FleetStatements.renew`
+  upserts the rows of a batch (renewed and expiry times on the database clock;
+  ``started_at`` kept from the first insert), deletes rows that have expired
+  (skipping rows another renewer holds) and reads every live row back, in one
+  statement on PostgreSQL (data-modifying CTEs) and one transaction elsewhere.
+  :meth:`FleetStatements.leave` deletes rows (a clean shutdown).
+- :meth:`FleetStatements.slot_cursors`: one ``SELECT name, slot`` of the lease
+  rows of a batch's tasks — no row lock, no write — so a replica that would
+  only be refused ``taken`` learns it without locking the row
+  (``ON CONFLICT DO UPDATE`` locks a row before it tests its ``WHERE``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from sqlalchemy import ColumnElement, Double, String, bindparam, delete, select, text
+from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy.engine import Connection, Dialect, Engine
+
+from cronlease._lease.dialects.driver import DriverStatement
+from cronlease._lease.schema import (
+    MAX_HOLDER_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_TASK_SET_LENGTH,
+    leases,
+    members,
+)
+from cronlease.errors import ConfigError
+
+__all__ = ["FleetStatements", "FleetStore", "Member", "MemberBeat", "Members"]
+
+T = TypeVar("T")
+#: names per slot-check statement: far below every backend's bound-parameter limit
+CHUNK = 500
+
+_COLUMNS = "holder, namespace, task_set, started_at, renewed_at, expires_at"
+
+
+@dataclass(frozen=True)
+class MemberBeat:
+    """One replica's membership renewal: its row lives ``ttl`` seconds from now."""
+
+    holder: str
+    task_set: str
+    ttl: float
+    namespace: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.holder, str) or not self.holder:
+            raise ConfigError(f"a member's holder id must be a non-empty string: {self.holder!r}")
+        if len(self.holder) > MAX_HOLDER_LENGTH:
+            raise ConfigError(f"holder id {self.holder[:40]!r}... is too long")
+        if len(self.namespace) > MAX_NAME_LENGTH:
+            raise ConfigError(f"namespace {self.namespace[:40]!r}... is too long")
+        if not self.task_set or len(self.task_set) > MAX_TASK_SET_LENGTH:
+            raise ConfigError(f"a task-set digest of 1 to {MAX_TASK_SET_LENGTH} characters")
+        if not (isinstance(self.ttl, (int, float)) and math.isfinite(self.ttl) and self.ttl > 0):
+            raise ConfigError(f"a member's ttl must be a positive number of seconds: {self.ttl!r}")
+
+
+@dataclass(frozen=True)
+class Member:
+    """A live member row; times are database-clock epoch seconds."""
+
+    holder: str
+    namespace: str
+    task_set: str
+    started_at: float
+    renewed_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class Members:
+    """The live member rows (sorted by holder) and the database clock they were read at."""
+
+    members: tuple[Member, ...]
+    db_now: float
+
+
+def _members(rows: Sequence[Any], db_now: float | None) -> Members:
+    found = tuple(
+        sorted(
+            (
+                Member(
+                    holder=str(row[0]),
+                    namespace=str(row[1]),
+                    task_set=str(row[2]),
+                    started_at=float(row[3]),
+                    renewed_at=float(row[4]),
+                    expires_at=float(row[5]),
+                )
+                for row in rows
+            ),
+            key=lambda member: member.holder,
+        )
+    )
+    return Members(found, float(db_now) if db_now is not None else math.nan)
+
+
+class FleetStatements:
+    """Membership and slot-check statements for one backend; ``now`` is its clock."""
+
+    def __init__(self, dialect: Dialect, now: ColumnElement[float]) -> None:
+        self._dialect = dialect.name
+        self._now = now
+        holder = bindparam("b_holder", type_=String)
+        self._live = (
+            select(*members.c, now.label("db_now"))
+            .where(members.c.expires_at >= now)
+            .order_by(members.c.holder)
+        )
+        self._clock = select(now)
+        self._leave = delete(members).where(
+            members.c.holder.in_(bindparam("b_holders", expanding=True))
+        )
+        self._expired = select(members.c.holder).where(
+            members.c.expires_at < now,
+            members.c.holder.not_in(bindparam("b_holders", expanding=True)),
+        )
+        self._delete_expired = delete(members).where(
+            members.c.expires_at < now,
+            members.c.holder.in_(bindparam("b_expired", expanding=True)),
+        )
+        values = {
+            "holder": holder,
+            "namespace": bindparam("b_namespace", type_=String),
+            "task_set": bindparam("b_task_set", type_=String),
+            "started_at": now,
+            "renewed_at": now,
+            "expires_at": now + bindparam("b_ttl", type_=Double),
+        }
+        kept = ("namespace", "task_set", "renewed_at", "expires_at")
+        self._upsert: Any = None
+        if self._dialect == "sqlite":
+            lite = sqlite.insert(members).values(**values)
+            self._upsert = lite.on_conflict_do_update(
+                index_elements=[members.c.holder],
+                set_={column: lite.excluded[column] for column in kept},
+            )
+        elif self._dialect in ("mysql", "mariadb"):
+            my = mysql.insert(members).values(**values)
+            self._upsert = my.on_duplicate_key_update(
+                {column: my.inserted[column] for column in kept}
+            )
+        self._cursors = select(leases.c.name, leases.c.slot).where(
+            leases.c.name.in_(bindparam("b_names", expanding=True))
+        )
+        self._pg_renew: Any = None
+        self._pg_cursors: DriverStatement | None = None
+        if self._dialect == "postgresql":
+            self._pg_renew = text(_pg_renew(str(now.compile(dialect=dialect))))
+            self._pg_cursors = DriverStatement(
+                text(
+                    f"SELECT name, slot FROM {leases.name}"
+                    " WHERE name = ANY(CAST(:b_names AS text[]))"
+                )
+            )
+
+    def renew(self, conn: Connection, beats: Sequence[MemberBeat]) -> Members:
+        """Upsert ``beats`` (distinct holders), delete expired rows, read the live ones."""
+        if self._dialect == "postgresql":
+            ordered = sorted(beats, key=lambda beat: beat.holder)
+            params = {
+                "b_holders": [b.holder for b in ordered],
+                "b_namespaces": [b.namespace for b in ordered],
+                "b_task_sets": [b.task_set for b in ordered],
+                "b_ttls": [float(b.ttl) for b in ordered],
+            }
+            rows = conn.execute(self._pg_renew, params).all()
+            return _members([row[:6] for row in rows], rows[0][6] if rows else None)
+        holders = [beat.holder for beat in beats]
+        with conn.begin():
+            conn.execute(
+                self._upsert,
+                [
+                    {
+                        "b_holder": b.holder,
+                        "b_namespace": b.namespace,
+                        "b_task_set": b.task_set,
+                        "b_ttl": float(b.ttl),
+                    }
+                    for b in sorted(beats, key=lambda beat: beat.holder)
+                ],
+            )
+            expired = self._expired
+            if self._dialect != "sqlite":  # rows another renewer is deleting are its own
+                expired = expired.with_for_update(skip_locked=True)
+            gone = [row[0] for row in conn.execute(expired, {"b_holders": holders})]
+            if gone:
+                conn.execute(self._delete_expired, {"b_expired": gone})
+            return self._read(conn)
+
+    def live(self, conn: Connection) -> Members:
+        """The live member rows, without renewing any."""
+        with conn.begin():
+            return self._read(conn)
+
+    def _read(self, conn: Connection) -> Members:
+        rows = conn.execute(self._live).all()
+        if rows:
+            return _members([row[:6] for row in rows], rows[0][6])
+        return _members([], conn.execute(self._clock).scalar_one())
+
+    def leave(self, conn: Connection, holders: Sequence[str]) -> None:
+        """Delete the member rows of ``holders``."""
+        with conn.begin():
+            conn.execute(self._leave, {"b_holders": list(holders)})
+
+    def slot_cursors(self, conn: Connection, names: Sequence[str]) -> dict[str, int]:
+        """The slot cursor of each of ``names`` that has a lease row: read only."""
+        if self._pg_cursors is not None:
+            rows, _ = self._pg_cursors.execute(conn, {"b_names": list(names)})
+        else:
+            with conn.begin():
+                rows = conn.execute(self._cursors, {"b_names": list(names)}).all()
+        return {str(name): int(slot) for name, slot in rows}
+
+
+def _pg_renew(now: str) -> str:
+    """PostgreSQL: upsert, sweep and read in one statement. The final SELECT reads the
+    table as it was before the statement, so this batch's rows come from RETURNING."""
+    return f"""
+WITH batch AS (
+    SELECT * FROM unnest(
+        CAST(:b_holders AS text[]), CAST(:b_namespaces AS text[]),
+        CAST(:b_task_sets AS text[]), CAST(:b_ttls AS float8[])
+    ) AS b(holder, namespace, task_set, ttl)
+), renewed AS (
+    INSERT INTO {members.name} AS m ({_COLUMNS})
+    SELECT b.holder, b.namespace, b.task_set, {now}, {now}, {now} + b.ttl
+      FROM batch b ORDER BY b.holder
+    ON CONFLICT (holder) DO UPDATE
+       SET namespace = excluded.namespace, task_set = excluded.task_set,
+           renewed_at = excluded.renewed_at, expires_at = excluded.expires_at
+    RETURNING m.holder, m.namespace, m.task_set, m.started_at, m.renewed_at, m.expires_at
+), gone AS (
+    DELETE FROM {members.name} d
+     WHERE d.holder IN (
+        SELECT x.holder FROM {members.name} x
+         WHERE x.expires_at < {now} AND x.holder NOT IN (SELECT holder FROM batch)
+           FOR UPDATE SKIP LOCKED)
+    RETURNING d.holder
+)
+SELECT {_COLUMNS}, {now} FROM renewed
+UNION ALL
+SELECT {_COLUMNS}, {now} FROM {members.name} m
+ WHERE m.expires_at >= {now} AND m.holder NOT IN (SELECT holder FROM batch)
+"""
+
+
+class _Call(Protocol):
+    """:meth:`LeaseStore._call`: run an operation, StoreError for a database failure."""
+
+    def __call__(
+        self,
+        what: str,
+        operation: Callable[[Connection], T],
+        *,
+        retry: bool = True,
+        engine: Engine | None = None,
+    ) -> T: ...
+
+
+class FleetStore:
+    """The store's membership and slot-check methods (``LeaseStore.fleet``): every one
+    raises StoreError for a database failure, like the store's own."""
+
+    def __init__(
+        self, statements: FleetStatements, call: _Call, renewal: Callable[[], Engine]
+    ) -> None:
+        self._statements = statements
+        self._call = call
+        self._renewal = renewal
+
+    def renew(self, beats: Sequence[MemberBeat]) -> Members:
+        """Renew the member rows of ``beats`` (distinct holders; new ones are inserted),
+        delete expired rows, and return every live row with the database clock: one
+        round trip on PostgreSQL (one transaction elsewhere), on the renewal
+        connection. A single member is the batch of one."""
+        holders = [beat.holder for beat in beats]
+        if not holders or len(set(holders)) != len(holders):
+            raise ValueError("a membership renewal names each holder once, and at least one")
+        return self._call(
+            "renewing fleet membership",
+            functools.partial(self._statements.renew, beats=beats),
+            engine=self._renewal(),
+        )
+
+    def members(self) -> Members:
+        """The live member rows, without renewing any."""
+        return self._call("reading fleet membership", self._statements.live)
+
+    def leave(self, holders: Sequence[str]) -> None:
+        """Delete the member rows of ``holders`` (a clean shutdown), on the renewal
+        connection."""
+        if holders:
+            self._call(
+                "leaving the fleet",
+                functools.partial(self._statements.leave, holders=holders),
+                engine=self._renewal(),
+            )
+
+    def slot_cursors(self, names: Sequence[str]) -> dict[str, int]:
+        """The slot cursor of each of ``names`` with a lease row, read only (no row lock,
+        no write): a tick whose slot is at or below its cursor would be refused
+        ``taken``. One statement per 500 names."""
+        cursors: dict[str, int] = {}
+        unique = sorted(set(names))
+        for start in range(0, len(unique), CHUNK):
+            cursors.update(
+                self._call(
+                    "checking slot cursors",
+                    functools.partial(
+                        self._statements.slot_cursors, names=unique[start : start + CHUNK]
+                    ),
+                )
+            )
+        return cursors

@@ -1,0 +1,199 @@
+"""This replica's membership row, and its view of the fleet (docs/design.md §4.4).
+
+One thread, one role: the member thread upserts this replica's row in
+``cronlease_members`` every :data:`RENEW_SECONDS` on the renewal connection,
+each row living :data:`EXPIRE_SECONDS` (three renewals) on the database
+clock, and reads every live row back in the same round trip. From that read
+it builds an immutable :class:`FleetView` that the acquirer reads without a
+lock. A clean shutdown deletes the row (:meth:`Membership.stop`); a replica
+that dies stops renewing and its row expires.
+
+The view is an optimisation of who tries a tick first (:mod:`._run.rendezvous`);
+who runs it is decided by the lease row alone. So every doubt makes the
+replica try more, never less:
+
+- no view yet, or none read for :data:`EXPIRE_SECONDS` (the table cannot be
+  written, the database is away): :meth:`Membership.view` is None and every
+  tick is tried at once, as every replica did before membership existed;
+- the view is *unsettled* — its cohort changed within the last
+  :data:`EXPIRE_SECONDS`, or a member has not renewed for
+  :data:`OVERDUE_SECONDS` (it may have died) — and then every replica checks
+  every tick after a short delay, not only the tick's backup.
+
+A replica's *cohort* is the live members whose ``task_set`` (a digest of the
+declared tasks' names and schedules) equals its own: replicas rank ticks only
+among members that declare the same tasks, so a task declared by some
+replicas only (a rolling deploy, a heterogeneous fleet) is never left to a
+member that does not run it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from cronlease._lease.membership import MemberBeat, Members
+from cronlease._lease.store import LeaseStore
+from cronlease._run.rendezvous import Ranking
+from cronlease._task import Task
+from cronlease.errors import StoreError
+
+__all__ = [
+    "EXPIRE_SECONDS",
+    "OVERDUE_SECONDS",
+    "RENEW_SECONDS",
+    "FleetView",
+    "Membership",
+    "digest_text",
+    "task_key",
+    "task_set_digest",
+]
+
+logger = logging.getLogger("cronlease")
+
+#: how often a replica renews its member row (and reads the others')
+RENEW_SECONDS = 2.0
+#: how long a member row lives after a renewal: three renewals, so one slow or
+#: failed renewal does not make a live replica look gone
+EXPIRE_SECONDS = 3 * RENEW_SECONDS
+#: a member whose row was not renewed for this long may have died: until its row
+#: expires (or it renews again), every replica checks every tick
+OVERDUE_SECONDS = 1.5 * RENEW_SECONDS
+
+
+def task_key(task: Task) -> int:
+    """A declared task's part of its replica's task-set digest (name and schedule)."""
+    data = f"{task.full_name}\0{task.schedule.fingerprint}".encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+def task_set_digest(tasks: Iterable[Task]) -> str:
+    """16 hex digits naming a set of declared tasks (full names and schedules), in any
+    order: replicas that declare the same tasks have the same digest."""
+    combined = 0
+    for task in tasks:
+        combined ^= task_key(task)
+    return digest_text(combined)
+
+
+def digest_text(combined: int) -> str:
+    """The stored form of a task-set digest (the XOR of its tasks' :func:`task_key`)."""
+    return f"{combined:016x}"
+
+
+@dataclass(frozen=True)
+class FleetView:
+    """One read of the fleet, from this replica's point of view."""
+
+    #: the rendezvous order of the cohort (this replica included)
+    ranking: Ranking
+    #: False while the cohort changed recently or a member is overdue: every
+    #: replica then checks every tick (after a delay), not only its backup
+    settled: bool
+    #: the cohort's holder ids, sorted
+    cohort: tuple[str, ...]
+    #: when it was read (monotonic)
+    read_at: float
+
+    @property
+    def size(self) -> int:
+        return self.ranking.size
+
+
+class Membership:
+    """Owns the member thread and the latest :class:`FleetView`."""
+
+    def __init__(self, store: LeaseStore, holder: str) -> None:
+        self._store = store
+        self._holder = holder
+        self._view: FleetView | None = None
+        self._previous: tuple[str, ...] | None = None
+        self._changed_at = 0.0
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._task_set: Callable[[], str] = lambda: ""
+        self._namespace = ""
+        self._failing = False
+
+    def view(self) -> FleetView | None:
+        """The latest view, or None when there is none that is recent (race every tick)."""
+        view = self._view
+        if view is None or time.monotonic() - view.read_at > EXPIRE_SECONDS:
+            return None
+        return view
+
+    def start(self, task_set: Callable[[], str], namespace: str | None) -> None:
+        """Start renewing (the first renewal at once, on the member thread)."""
+        self._task_set = task_set
+        self._namespace = namespace or ""
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cronlease-member", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> threading.Thread | None:
+        """Stop renewing and delete this replica's row (on the member thread, which ends
+        then); returns the thread, for the shutdown to join within its deadline."""
+        self._stopping.set()
+        self._view = None
+        return self._thread
+
+    def renew(self) -> FleetView | None:
+        """One renewal and read, now (the member thread's step; tests call it too)."""
+        beat = MemberBeat(
+            holder=self._holder,
+            task_set=self._task_set() or "-",
+            ttl=EXPIRE_SECONDS,
+            namespace=self._namespace,
+        )
+        members = self._store.fleet.renew([beat])
+        self._view = self._read(members, beat.task_set)
+        return self._view
+
+    def _read(self, members: Members, task_set: str) -> FleetView:
+        now = time.monotonic()
+        cohort = [m for m in members.members if m.task_set == task_set]
+        holders = tuple(sorted({m.holder for m in cohort} | {self._holder}))
+        if holders != self._previous:
+            self._previous, self._changed_at = holders, now
+        overdue = any(
+            m.renewed_at < members.db_now - OVERDUE_SECONDS
+            for m in cohort
+            if m.holder != self._holder
+        )
+        settled = not overdue and now - self._changed_at >= EXPIRE_SECONDS
+        return FleetView(Ranking(self._holder, holders), settled, holders, now)
+
+    def _loop(self) -> None:
+        stopping = self._stopping
+        wait = 0.0
+        while not stopping.wait(wait):
+            wait = RENEW_SECONDS
+            try:
+                self.renew()
+            except StoreError as exc:
+                if not self._failing:
+                    logger.info(
+                        "cannot renew this replica's fleet membership (%s): until it works, "
+                        "it tries every tick at once",
+                        exc,
+                    )
+                    self._failing = True
+                continue
+            except Exception:  # the thread must live on
+                if not self._failing:
+                    logger.exception("renewing fleet membership failed unexpectedly")
+                    self._failing = True
+                continue
+            if self._failing:
+                logger.info("renewing this replica's fleet membership works again")
+                self._failing = False
+        try:
+            self._store.fleet.leave([self._holder])
+        except StoreError as exc:
+            logger.debug("could not delete this replica's member row: %s", exc)
+        except Exception:
+            logger.exception("deleting this replica's member row failed unexpectedly")
