@@ -19,6 +19,7 @@ row's slot cursor alone does (§3.2):
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -158,13 +159,24 @@ class FleetStatements:
             leases.c.name.in_(bindparam("b_names", expanding=True))
         )
         self._pg_renew: Any = None
-        self._pg_cursors: DriverStatement | None = None
+        # The slot check on the driver's cursor, outside SQLAlchemy's transaction: one
+        # statement text for any count, and on SQLite no BEGIN IMMEDIATE (every
+        # transaction of the store's engine takes the write lock; a plain SELECT in
+        # WAL mode reads the last commit without waiting for a writer).
+        self._driver_cursors: DriverStatement | None = None
         if self._dialect == "postgresql":
             self._pg_renew = text(_pg_renew(str(now.compile(dialect=dialect))))
-            self._pg_cursors = DriverStatement(
+            self._driver_cursors = DriverStatement(
                 text(
                     f"SELECT name, slot FROM {leases.name}"
                     " WHERE name = ANY(CAST(:b_names AS text[]))"
+                )
+            )
+        elif self._dialect == "sqlite":
+            self._driver_cursors = DriverStatement(
+                text(
+                    f"SELECT name, slot FROM {leases.name}"
+                    " WHERE name IN (SELECT value FROM json_each(:b_names))"
                 )
             )
 
@@ -179,7 +191,11 @@ class FleetStatements:
                 "b_ttls": [float(b.ttl) for b in ordered],
             }
             rows = conn.execute(self._pg_renew, params).all()
-            return _members([row[:6] for row in rows], rows[0][6] if rows else None)
+            db_now = float(rows[0][6])
+            stale = sorted(row[0] for row in rows if float(row[5]) < db_now)
+            if stale:  # rare: a replica died, or stopped without leaving
+                conn.execute(self._delete_expired, {"b_expired": stale})
+            return _members([row[:6] for row in rows if float(row[5]) >= db_now], db_now)
         holders = [beat.holder for beat in beats]
         with conn.begin():
             conn.execute(
@@ -220,8 +236,9 @@ class FleetStatements:
 
     def slot_cursors(self, conn: Connection, names: Sequence[str]) -> dict[str, int]:
         """The slot cursor of each of ``names`` that has a lease row: read only."""
-        if self._pg_cursors is not None:
-            rows, _ = self._pg_cursors.execute(conn, {"b_names": list(names)})
+        if self._driver_cursors is not None:
+            param = json.dumps(list(names)) if self._dialect == "sqlite" else list(names)
+            rows, _ = self._driver_cursors.execute(conn, {"b_names": param})
         else:
             with conn.begin():
                 rows = conn.execute(self._cursors, {"b_names": list(names)}).all()
@@ -229,8 +246,9 @@ class FleetStatements:
 
 
 def _pg_renew(now: str) -> str:
-    """PostgreSQL: upsert, sweep and read in one statement. The final SELECT reads the
-    table as it was before the statement, so this batch's rows come from RETURNING."""
+    """PostgreSQL: upsert and read in one statement, expired rows included (the caller
+    deletes those it sees, rarely). The final SELECT reads the table as it was before
+    the statement, so this batch's rows come from RETURNING."""
     return f"""
 WITH batch AS (
     SELECT * FROM unnest(
@@ -245,18 +263,11 @@ WITH batch AS (
        SET namespace = excluded.namespace, task_set = excluded.task_set,
            renewed_at = excluded.renewed_at, expires_at = excluded.expires_at
     RETURNING m.holder, m.namespace, m.task_set, m.started_at, m.renewed_at, m.expires_at
-), gone AS (
-    DELETE FROM {members.name} d
-     WHERE d.holder IN (
-        SELECT x.holder FROM {members.name} x
-         WHERE x.expires_at < {now} AND x.holder NOT IN (SELECT holder FROM batch)
-           FOR UPDATE SKIP LOCKED)
-    RETURNING d.holder
 )
 SELECT {_COLUMNS}, {now} FROM renewed
 UNION ALL
 SELECT {_COLUMNS}, {now} FROM {members.name} m
- WHERE m.expires_at >= {now} AND m.holder NOT IN (SELECT holder FROM batch)
+ WHERE m.holder NOT IN (SELECT holder FROM batch)
 """
 
 

@@ -141,30 +141,40 @@ class Acquisition:
             self._stats.add("ticks_delayed", len(later))
         return now, later
 
-    def precheck(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """The candidates still to acquire: a ``checked`` tick whose slot its lease row's
-        cursor has reached is refused ``taken`` here, from one read-only SELECT for
-        the batch (no row lock). A database error skips the checked ticks (``error``)."""
-        checked = [c for c in candidates if c.tick.checked]
+    def precheck(self, ticks: Sequence[Tick]) -> list[Tick]:
+        """The ticks still to admit and acquire: a ``checked`` tick whose slot its lease
+        row's cursor has reached is refused ``taken`` here, from one read-only SELECT
+        for the batch (no row lock, no write). Before admission, so that a backup whose
+        check comes past the grace does not report a tick that ran elsewhere as
+        missed. A database error skips the checked ticks (``error``)."""
+        checked = [tick for tick in ticks if tick.checked]
         if not checked:
-            return list(candidates)
+            return list(ticks)
+        slots: dict[datetime, int] = {}
+        for tick in checked:
+            if tick.fire_time not in slots:
+                slots[tick.fire_time] = slot_of(tick.fire_time)
         try:
             self._ensure_schema()
-            cursors = self._store.fleet.slot_cursors([c.request.name for c in checked])
+            cursors = self._store.fleet.slot_cursors([tick.task.full_name for tick in checked])
         except StoreError as exc:
-            self._failed(checked, exc)
-            return [c for c in candidates if not c.tick.checked]
+            for tick in checked:
+                self._skips.skipped(tick.task, slots[tick.fire_time], "error")
+            shown = ", ".join(tick.task.full_name for tick in checked[:5])
+            more = f" and {len(checked) - 5} more" if len(checked) > 5 else ""
+            what = f"checking {len(checked)} ticks ({shown}{more})"
+            self._outage.failed(what, exc, ticks=len(checked))
+            return [tick for tick in ticks if not tick.checked]
         self._outage.succeeded()
-        remaining: list[Candidate] = []
+        remaining: list[Tick] = []
         taken = 0
-        for candidate in candidates:
-            request = candidate.request
-            cursor = cursors.get(request.name) if candidate.tick.checked else None
-            if cursor is None or cursor < request.slot:
-                remaining.append(candidate)
+        for tick in ticks:
+            cursor = cursors.get(tick.task.full_name) if tick.checked else None
+            if cursor is None or cursor < slots[tick.fire_time]:
+                remaining.append(tick)
                 continue
             taken += 1
-            self._skips.skipped(candidate.tick.task, request.slot, "taken", count=False)
+            self._skips.skipped(tick.task, slots[tick.fire_time], "taken", count=False)
         if taken:
             self._stats.add("ticks_not_acquired", taken)
             self._stats.add("ticks_checked_taken", taken)

@@ -25,7 +25,17 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Final, Literal
 
-__all__ = ["BACKUP", "OTHER", "PREFERRED", "Place", "Ranking", "member_key", "tick_key"]
+__all__ = [
+    "BACKUP",
+    "OTHER",
+    "PREFERRED",
+    "Place",
+    "Ranking",
+    "member_key",
+    "rendezvous_order",
+    "score",
+    "tick_key",
+]
 
 PREFERRED: Final = 1
 BACKUP: Final = 2
@@ -102,7 +112,7 @@ class Ranking:
         return PREFERRED if ahead == 0 else BACKUP
 
 
-def preferred(members: Sequence[str], name: str, slot: int) -> list[str]:
+def rendezvous_order(members: Sequence[str], name: str, slot: int) -> list[str]:
     """The members in rendezvous order for a tick, highest score first (tests, tools)."""
     tick = tick_key(name, slot)
     return sorted(

@@ -184,15 +184,14 @@ class TickRunner:
         inline: bool,
         wait_for_capacity: bool = False,
     ) -> Decision:
+        accepting = not self._stopped.is_set()
+        if accepting:  # ticks tried after the rendezvous delay: a slot taken costs no lock
+            ticks = self._acquisition.precheck(ticks)
         # A manual run here does not make a scheduled tick an overlap: the lease
         # decides, and the tick is picked up when the manual run ends (§4.4).
         candidates = self._admission.admit(
-            ticks,
-            accepting=not self._stopped.is_set(),
-            running=self._active.names(include_manual=False),
+            ticks, accepting=accepting, running=self._active.names(include_manual=False)
         )
-        # ticks tried after the rendezvous delay: slots already taken cost no lock
-        candidates = self._acquisition.precheck(candidates)
         if candidates and not inline:  # batching figures: ticks that fell due together
             self.stats.add("acquire_batches")
             self.stats.add("acquire_batch_ticks", len(candidates))

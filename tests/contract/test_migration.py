@@ -1,5 +1,6 @@
 """Tables of a version before attempts are upgraded in place by create_tables(), on every
-backend, keeping history, also when replicas start at once (docs/design.md §3.9)."""
+backend, keeping history, also when replicas start at once (docs/design.md §3.9); the
+membership table (issue 14) is added beside them."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
 from cronlease._lease.database import normalize_url
+from cronlease._lease.membership import MemberBeat
 from cronlease._lease.model import AttemptRequest, Lease
-from cronlease._lease.schema import RUNS_ATTEMPT_KEY, RUNS_SLOT_KEY, runs
+from cronlease._lease.schema import RUNS_ATTEMPT_KEY, RUNS_SLOT_KEY, members, runs
 from cronlease._lease.store import LeaseStore
 from tests.conftest import url_for
 from tests.support.old_schema import make_old_tables, old_history, old_runs, own_database
@@ -68,11 +70,16 @@ def test_old_tables_are_upgraded_keeping_history(old_url: str, backend: str) -> 
         if backend == "sqlite":
             with engine.begin() as conn:  # an index of the user's own survives the rebuild
                 conn.exec_driver_sql("CREATE INDEX users_own ON cronlease_runs (outcome)")
+        assert members.name not in inspect(engine).get_table_names()
         store = LeaseStore.from_url(old_url)
         try:
             store.create_tables()
             store.create_tables()  # again: nothing left to do
             assert_upgraded(engine, name, before)
+            # the membership table of the fleet tick (issue 14) is made beside them
+            assert members.name in inspect(engine).get_table_names()
+            seen = store.fleet.renew([MemberBeat("upgraded:1", "0123abcd", 5.0)])
+            assert [m.holder for m in seen.members] == ["upgraded:1"]
             if backend == "sqlite":
                 assert "users_own" in {i["name"] for i in inspect(engine).get_indexes(runs.name)}
             history = store.history(name)

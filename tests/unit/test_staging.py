@@ -1,0 +1,180 @@
+"""The staged policy: who tries a fired tick at once, after a delay, or not at all.
+
+``Acquisition.stage`` from a replica's view of the fleet (docs/design.md §4.4),
+and the view itself as ``Membership`` builds it from the member rows it read.
+No database statement is sent here: staging is local.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from cronlease._lease.membership import Member, Members
+from cronlease._lease.store import LeaseStore
+from cronlease._run.acquisition import BACKUP_DELAY
+from cronlease._run.membership import (
+    EXPIRE_SECONDS,
+    OVERDUE_SECONDS,
+    FleetView,
+    Membership,
+    task_set_digest,
+)
+from cronlease._run.rendezvous import BACKUP, OTHER, PREFERRED, Ranking
+from cronlease._run.runner import TickRunner
+from cronlease._run.ticks import Tick
+from cronlease._task import Task
+from cronlease._timing.schedule import slot_of
+
+MEMBERS = ("replica-a", "replica-b", "replica-c", "replica-d")
+FIRE = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[TickRunner]:
+    store = LeaseStore.from_url(f"sqlite:///{tmp_path / 'staging.db'}")
+    tick_runner = TickRunner(store, MEMBERS[0])
+    yield tick_runner
+    tick_runner.close()
+    store.dispose()
+
+
+def _tasks(count: int, grace: float | None = None) -> list[Task]:
+    return [
+        Task.declare(lambda: None, name=f"task-{i:03d}", every="1s", grace=grace)
+        for i in range(count)
+    ]
+
+
+def _view(settled: bool, members: tuple[str, ...] = MEMBERS) -> FleetView:
+    return FleetView(Ranking(MEMBERS[0], members), settled, members, time.monotonic())
+
+
+def _use(runner: TickRunner, view: FleetView | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner.membership, "view", lambda: view)
+
+
+@pytest.mark.parametrize("settled", [True, False])
+def test_the_preferred_replica_goes_at_once_its_backup_later_the_rest_by_the_view(
+    runner: TickRunner, monkeypatch: pytest.MonkeyPatch, settled: bool
+) -> None:
+    _use(runner, _view(settled), monkeypatch)
+    ranking = Ranking(MEMBERS[0], MEMBERS)
+    ticks = [Tick(task, FIRE) for task in _tasks(200)]
+    places = {t.task.full_name: ranking.place(t.task.full_name, slot_of(FIRE)) for t in ticks}
+    started = time.monotonic()
+    now, later = runner.stage(ticks)
+    assert {t.task.full_name for t in now} == {n for n, p in places.items() if p == PREFERRED}
+    assert all(not t.checked for t in now)
+    delayed = {t.task.full_name: due - started for due, t in later}
+    assert all(t.checked and t.kind == "scheduled" for _, t in later)
+    backups = {n for n, p in places.items() if p == BACKUP}
+    others = {n for n, p in places.items() if p == OTHER}
+    assert backups and others  # 200 ticks over 4 members: all three places occur
+    # the backup after BACKUP_DELAY (a quarter of the 0.5 s grace is more)
+    assert all(0 < delayed[n] <= BACKUP_DELAY + 0.05 for n in backups)
+    if settled:  # the other members leave it to the first two
+        assert set(delayed) == backups
+        assert runner.stats["ticks_left_to_peers"] == len(others)
+    else:  # every member checks, the others after twice the delay
+        assert set(delayed) == backups | others
+        assert all(BACKUP_DELAY < delayed[n] <= 2 * BACKUP_DELAY + 0.05 for n in others)
+        assert runner.stats["ticks_left_to_peers"] == 0
+
+
+def test_the_delay_is_at_most_a_quarter_of_the_grace(
+    runner: TickRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _use(runner, _view(False), monkeypatch)
+    started = time.monotonic()
+    _, later = runner.stage([Tick(task, FIRE) for task in _tasks(50, grace=0.2)])
+    assert later
+    ranking = Ranking(MEMBERS[0], MEMBERS)
+    for due, tick in later:
+        place = ranking.place(tick.task.full_name, slot_of(FIRE))
+        assert due - started <= (0.05 if place == BACKUP else 0.1) + 0.02
+
+
+@pytest.mark.parametrize("view", ["none", "alone"])
+def test_without_a_view_or_alone_every_tick_is_tried_at_once(
+    runner: TickRunner, monkeypatch: pytest.MonkeyPatch, view: str
+) -> None:
+    _use(runner, None if view == "none" else _view(True, (MEMBERS[0],)), monkeypatch)
+    ticks = [Tick(task, FIRE) for task in _tasks(200)]
+    assert runner.stage(ticks) == (ticks, [])
+
+
+def test_only_scheduled_ticks_are_staged(
+    runner: TickRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catch-up, late pickups, attempts' ticks and manual runs bypass the hashing."""
+    _use(runner, _view(True), monkeypatch)
+    ticks = [
+        Tick(task, FIRE, kind)  # type: ignore[arg-type]
+        for task in _tasks(40)
+        for kind in ("catch_up", "retry", "manual")
+    ]
+    assert runner.stage(ticks) == (ticks, [])
+    # a tick already staged once is not staged again
+    checked = [Tick(task, FIRE, checked=True) for task in _tasks(40)]
+    assert runner.stage(checked) == (checked, [])
+
+
+def _member(holder: str, task_set: str, renewed_ago: float, db_now: float) -> Member:
+    return Member(
+        holder=holder,
+        namespace="",
+        task_set=task_set,
+        started_at=db_now - 100,
+        renewed_at=db_now - renewed_ago,
+        expires_at=db_now - renewed_ago + EXPIRE_SECONDS,
+    )
+
+
+def test_the_view_is_the_cohort_of_the_same_tasks_and_settles(
+    runner: TickRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = task_set_digest(_tasks(3))
+    assert mine == task_set_digest(reversed(_tasks(3))) != task_set_digest(_tasks(4))
+    membership = Membership(runner.store, "replica-a")
+    db_now = 1_796_000_000.0
+    rows = Members(
+        (
+            _member("replica-a", mine, 0.0, db_now),
+            _member("replica-b", mine, 1.0, db_now),
+            _member("replica-x", "0123456789abcdef", 0.0, db_now),  # other tasks
+        ),
+        db_now,
+    )
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    first = membership._read(rows, mine)
+    assert first.cohort == ("replica-a", "replica-b") and first.size == 2
+    assert not first.settled  # the cohort is new to this replica
+    clock[0] += EXPIRE_SECONDS
+    assert membership._read(rows, mine).settled
+    # a member that stopped renewing unsettles it
+    overdue = Members(
+        (rows.members[0], _member("replica-b", mine, OVERDUE_SECONDS + 0.5, db_now)), db_now
+    )
+    assert not membership._read(overdue, mine).settled
+    # so does a change of members, for EXPIRE_SECONDS
+    joined = Members((*rows.members, _member("replica-c", mine, 0.0, db_now)), db_now)
+    assert not membership._read(joined, mine).settled
+    clock[0] += EXPIRE_SECONDS
+    assert membership._read(joined, mine).settled
+    # a view read too long ago is no view
+    membership._view = membership._read(joined, mine)
+    assert membership.view() is not None
+    clock[0] += EXPIRE_SECONDS + 0.1
+    assert membership.view() is None
+
+
+def test_a_replica_not_yet_in_the_rows_still_ranks_itself(runner: TickRunner) -> None:
+    membership = Membership(runner.store, "replica-a")
+    view = membership._read(Members((), 1_796_000_000.0), "ab")
+    assert view.cohort == ("replica-a",) and view.size == 1
