@@ -1,7 +1,8 @@
 """A replica with many tasks: ``python -m tests.support.batch_replica URL PREFIX COUNT``.
 
 ``COUNT`` tasks ``PREFIX-000``... every second, each appending its slot to the
-ledger; prints ``started`` once the scheduler runs, and on SIGTERM a line
+ledger (through a pool of ``CRONLEASE_TEST_LEDGER_POOL`` connections, default
+16); prints ``started`` once the scheduler runs, and on SIGTERM a line
 ``stats key=value...`` of its batching counters, then exits 0.
 """
 
@@ -30,13 +31,14 @@ def replica_main(url: str, prefix: str, count: int) -> None:
     # A pooled ledger connection per worker: a connection per append (as in
     # tests/support/ledger.py) costs MariaDB more than the runs can spare here.
     connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
-    engine = create_engine(normalize_url(url), pool_size=16, connect_args=connect_args)
+    pool = int(os.environ.get("CRONLEASE_TEST_LEDGER_POOL", "16"))
+    engine = create_engine(normalize_url(url), pool_size=pool, connect_args=connect_args)
     # Open the ledger's connections before the first tick: sixteen MariaDB
     # connections opened at once by each of three replicas took up to 1.6 s, so
     # the first runs outlived the next tick and, with every worker busy, a
     # replica may take no tick (capacity); the test is about the tick path, not
     # the ledger's start-up.
-    warm = [engine.connect() for _ in range(16)]
+    warm = [engine.connect() for _ in range(pool)]
     for conn in warm:
         conn.close()
     for index in range(count):
@@ -58,7 +60,7 @@ def replica_main(url: str, prefix: str, count: int) -> None:
     threading.Thread(target=announce, daemon=True).start()
     scheduler.run_forever()
     stats = scheduler.stats.snapshot()
-    keys = ["acquire_batches", "acquire_batch_ticks", "ticks_missed"]
+    keys = ["acquire_batches", "acquire_batch_ticks", "ticks_missed", "ticks_left_to_peers"]
     keys += sorted(key for key in stats if key.startswith("ticks_skipped_") or "lease" in key)
     print("stats", " ".join(f"{key}={stats.get(key, 0)}" for key in keys), flush=True)
 

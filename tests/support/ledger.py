@@ -50,6 +50,17 @@ def entries(url: str, task: str) -> list[tuple[int, int]]:
     return [(int(slot), int(pid)) for slot, pid in rows]
 
 
+def rows_like(url: str, prefix: str) -> list[tuple[str, int, int]]:
+    """(task, slot, pid) rows of every task whose name starts with ``prefix``."""
+    with _engine(url).connect() as conn:
+        rows = conn.execute(
+            select(ledger.c.task, ledger.c.slot, ledger.c.pid).where(
+                ledger.c.task.like(f"{prefix}%")
+            )
+        ).all()
+    return [(str(task), int(slot), int(pid)) for task, slot, pid in rows]
+
+
 def assert_every_slot_once(slots: list[int], step_ms: int = 1000) -> None:
     counts = Counter(slots)
     duplicates = {slot: n for slot, n in counts.items() if n > 1}

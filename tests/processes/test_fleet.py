@@ -1,0 +1,196 @@
+"""Work spread across a fleet of real replica processes, counted at the ledger (design §4.4).
+
+Each replica (tests/support/batch_replica.py, tests/support/replica.py) is a
+real process; every run appends (task, slot, pid) to the side-effect ledger.
+Rendezvous hashing gives each tick a preferred replica and a backup: runs
+spread over the members, move to a member that joins, and a preferred
+replica killed with SIGKILL costs at most the backup's delay — never a
+duplicate, and never more than the tick a kill interrupted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+
+import pytest
+
+from cronlease._run.membership import RENEW_SECONDS
+from tests.support import ledger
+from tests.support.procs import Proc, wait_for
+
+pytestmark = pytest.mark.slow
+
+TASKS = 24
+WINDOW = 6  # slots per measured window
+# until every member has read the others' rows: one renewal period, and the tick after
+SETTLE_MS = int(RENEW_SECONDS * 1000) + 1000
+
+
+def _replica(db_url: str, prefix: str) -> Proc:
+    # A ledger connection for each run a replica may start at once (a run waiting to
+    # open one outlived its tick on a busy MariaDB), yet four replicas must fit in a
+    # shared server's connections: 24 tasks over 3-4 members.
+    env = {"CRONLEASE_TEST_LEDGER_POOL": "10"}
+    return Proc("-m", "tests.support.batch_replica", db_url, prefix, str(TASKS), env=env)
+
+
+def _next_slot() -> int:
+    return (int(time.time()) + 1) * 1000
+
+
+def _window(db_url: str, prefix: str, start_ms: int, slots: int = WINDOW) -> dict[int, int]:
+    """Wait until ``slots`` slots from ``start_ms`` ran for every task; runs per pid in them."""
+    end_ms = start_ms + slots * 1000
+
+    def done() -> bool:
+        rows = ledger.rows_like(db_url, f"{prefix}-")
+        return len({(t, s) for t, s, _ in rows if start_ms <= s < end_ms}) >= TASKS * slots
+
+    try:
+        wait_for(done, 30, f"{slots} slots of every task from {start_ms}")
+    except AssertionError:
+        ran = {(t, s) for t, s, _ in ledger.rows_like(db_url, f"{prefix}-")}
+        missing = sorted(
+            (f"{prefix}-{i:03d}", s)
+            for i in range(TASKS)
+            for s in range(start_ms, end_ms, 1000)
+            if (f"{prefix}-{i:03d}", s) not in ran
+        )
+        raise AssertionError(f"never ran: {missing[:20]} ({len(missing)} in all)") from None
+    return Counter(
+        pid for _, slot, pid in ledger.rows_like(db_url, f"{prefix}-") if start_ms <= slot < end_ms
+    )
+
+
+def _assert_shares(runs: dict[int, int], pids: list[int]) -> None:
+    fair = sum(runs.values()) / len(pids)
+    shares = {pid: runs.get(pid, 0) / fair for pid in pids}
+    assert all(0.5 <= share <= 1.5 for share in shares.values()), shares
+
+
+def _assert_once_each(db_url: str, prefix: str, *, interrupted: int | None = None) -> None:
+    """Every slot of every task once, from its first to its last; with ``interrupted``
+    (a kill's instant, ms), a task may lose the one slot its kill interrupted."""
+    by_task: dict[str, list[int]] = defaultdict(list)
+    for task, slot, _ in ledger.rows_like(db_url, f"{prefix}-"):
+        by_task[task].append(slot)
+    assert len(by_task) == TASKS
+    for task, slots in by_task.items():
+        counts = Counter(slots)
+        assert max(counts.values()) == 1, (task, sorted(s for s, n in counts.items() if n > 1))
+        missing = set(range(min(slots), max(slots) + 1000, 1000)) - set(slots)
+        if interrupted is not None:  # the tick in flight at the kill, at most
+            missing -= {max((s for s in missing if s <= interrupted), default=-1)}
+        assert not missing, (task, sorted(missing))
+
+
+def test_runs_spread_over_the_fleet_and_move_to_a_member_that_joins(
+    db_url: str, task_name: str
+) -> None:
+    ledger.setup(db_url)
+    replicas = [_replica(db_url, task_name) for _ in range(3)]
+    try:
+        for replica in replicas:
+            replica.expect("started")
+        pids = [replica.popen.pid for replica in replicas]
+        # every member's view has the others from its next membership read on
+        _assert_shares(_window(db_url, task_name, _next_slot() + SETTLE_MS), pids)
+        newcomer = _replica(db_url, task_name)
+        replicas.append(newcomer)
+        newcomer.expect("started")
+        pids.append(newcomer.popen.pid)
+        # the others see it at their next membership read: within one renewal period
+        runs = _window(db_url, task_name, _next_slot() + SETTLE_MS)
+        _assert_shares(runs, pids)
+    finally:
+        codes = [replica.terminate() for replica in replicas]
+    assert codes == [0] * 4, [replica.stderr()[-2000:] for replica in replicas]
+    _assert_once_each(db_url, task_name)
+    stats = [_stats(replica) for replica in replicas]
+    tried = sum(stat["acquire_batch_ticks"] for stat in stats)
+    ran = len(ledger.rows_like(db_url, f"{task_name}-"))
+    # each tick was sent to acquire_many by about one replica, not by all four
+    assert tried <= 1.5 * ran + 4 * TASKS, (tried, ran)
+
+
+@pytest.fixture
+def pg_url(backend: str, db_url: str) -> str:
+    """The kill tests on PostgreSQL only: what they prove is the tick path's, the same on
+    every backend (the slot check is proven per backend in tests/contract/test_fleet.py,
+    a kill of a holder per backend in test_recovery.py); each costs ~15 s."""
+    if backend != "postgresql":
+        pytest.skip("kills of a preferred replica run on PostgreSQL (CI time)")
+    return db_url
+
+
+def test_a_preferred_replica_killed_between_ticks_costs_at_most_the_tick_in_flight(
+    pg_url: str, task_name: str
+) -> None:
+    db_url = pg_url
+    ledger.setup(db_url)
+    replicas = [_replica(db_url, task_name) for _ in range(3)]
+    try:
+        for replica in replicas:
+            replica.expect("started")
+        _window(db_url, task_name, _next_slot() + SETTLE_MS, slots=2)
+        # kill -9 half-way between two ticks (the tasks take milliseconds)
+        wait_for(lambda: 0.4 < time.time() % 1 < 0.6, 2, "the middle of a second", interval=0.01)
+        victim = replicas.pop(0)
+        victim.kill()
+        killed_ms = int(time.time() * 1000)
+        # its ticks go to their backups, the delay late, from the very next tick
+        after = _window(db_url, task_name, _next_slot(), slots=WINDOW)
+        assert victim.popen.pid not in after
+        _assert_shares(after, [replica.popen.pid for replica in replicas])
+    finally:
+        codes = [replica.terminate() for replica in replicas]
+        for replica in replicas:
+            replica.kill()
+    assert codes == [0, 0], [replica.stderr()[-2000:] for replica in replicas]
+    # no slot lost but, at most, the one a task's run was in when the victim died
+    _assert_once_each(db_url, task_name, interrupted=killed_ms)
+
+
+def test_a_preferred_replica_killed_mid_run_costs_only_that_run(
+    pg_url: str, task_name: str
+) -> None:
+    """Three replicas of one task every 2 s; the victim blocks in the first run it wins
+    and is killed then: a survivor runs the very next tick, whichever replica that
+    tick prefers (late pickup once the dead run's lease expires), and every later one."""
+    db_url = pg_url
+    ledger.setup(db_url)
+    survivors = [Proc("-m", "tests.support.replica", db_url, task_name, "2s") for _ in range(2)]
+    victim = Proc(
+        "-m", "tests.support.replica", db_url, task_name, "2s", env={"CRONLEASE_TEST_BLOCK": "1"}
+    )
+    try:
+        for replica in (*survivors, victim):
+            replica.expect("started")
+        victim_pid = victim.popen.pid
+        wait_for(
+            lambda: any(pid == victim_pid for _, pid in ledger.entries(db_url, task_name)),
+            60,
+            "the victim to win a tick",
+        )
+        victim.kill()
+        killed_slot = max(s for s, pid in ledger.entries(db_url, task_name) if pid == victim_pid)
+        wait_for(
+            lambda: sum(s > killed_slot for s, _ in ledger.entries(db_url, task_name)) >= 3,
+            30,
+            "three ticks after the kill",
+        )
+    finally:
+        codes = [replica.terminate() for replica in survivors]
+        victim.kill()
+    assert codes == [0, 0], [replica.stderr()[-2000:] for replica in survivors]
+    slots = [slot for slot, _ in ledger.entries(db_url, task_name)]
+    assert len(slots) == len(set(slots)), "a slot ran twice"
+    later = sorted(s for s in slots if s > killed_slot)
+    assert later[0] == killed_slot + 2000, "the tick after the killed one was lost too"
+    ledger.assert_every_slot_once(slots, step_ms=2000)
+
+
+def _stats(replica: Proc) -> dict[str, int]:
+    line = replica.expect("stats", timeout=10)
+    return {key: int(value) for key, value in (pair.split("=") for pair in line.split()[1:])}
