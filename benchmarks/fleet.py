@@ -29,7 +29,7 @@ exhaust the shared server's 100 connections. Within the measured window
 Every figure is also printed as a ratio to the first fleet size's.
 
     python benchmarks/fleet.py [--replicas 8,32,64] [--tasks 200] [--duration 50]
-        [--warmup 8] [--workers 200] [--code DIR] [--json FILE]
+        [--warmup 8] [--workers 200] [--code DIR] [--active K] [--json FILE]
 
 ``--code DIR`` runs the replicas on the cronlease package found in DIR (e.g. a
 checkout of main, for before/after figures); the default is this checkout.
@@ -81,12 +81,17 @@ CLUSTER_CONF = (
 )
 
 
-def replica(code: str, url: str, prefix: str, tasks: int, workers: int) -> None:
+def replica(code: str, url: str, prefix: str, tasks: int, workers: int, active: int) -> None:
     """One replica process (``fleet.py --replica``)."""
     sys.path.insert(0, code)
     import logging
 
     from cronlease import RunContext, Scheduler
+
+    if active >= 0:  # a variant of the rendezvous: at most ``active`` members per instant
+        from cronlease._run import rendezvous
+
+        rendezvous.ACTIVE_PER_TICK = active
 
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
@@ -235,6 +240,7 @@ def run_fleet(
     duration: float,
     warmup: float,
     workers: int,
+    active: int,
 ) -> dict[str, float]:
     url = cluster.url
     engine = create_engine(url)
@@ -251,6 +257,7 @@ def run_fleet(
                 prefix,
                 str(tasks),
                 str(workers),
+                str(active),
             ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
@@ -371,7 +378,14 @@ ROWS = [
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--replica":
-        replica(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
+        replica(
+            sys.argv[2],
+            sys.argv[3],
+            sys.argv[4],
+            int(sys.argv[5]),
+            int(sys.argv[6]),
+            int(sys.argv[7]),
+        )
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -384,6 +398,13 @@ def main() -> None:
         "--workers", type=int, default=200, help="max_workers per replica (default: T)"
     )
     parser.add_argument("--code", default=str(ROOT), help="where the replicas import cronlease")
+    parser.add_argument(
+        "--active",
+        type=int,
+        default=-1,
+        help="variant: rendezvous.ACTIVE_PER_TICK in the replicas (0: every member; "
+        "default: the code's own)",
+    )
     parser.add_argument("--json")
     args = parser.parse_args()
     header("fleet: R replica processes x T tasks every 1 s on a PostgreSQL cluster of its own")
@@ -395,7 +416,14 @@ def main() -> None:
     try:
         for replicas in sizes:
             results[replicas] = run_fleet(
-                cluster, code, replicas, args.tasks, args.duration, args.warmup, args.workers
+                cluster,
+                code,
+                replicas,
+                args.tasks,
+                args.duration,
+                args.warmup,
+                args.workers,
+                args.active,
             )
     finally:
         cluster.close()
@@ -408,7 +436,8 @@ def main() -> None:
         rows.append([label, *values, *(f"{ratio:.2f}x" for ratio in ratios)])
     table(headers, rows)
     print(
-        f"T={args.tasks} tasks every 1 s, max_workers={args.workers}; window {args.duration:.0f} s "
+        f"T={args.tasks} tasks every 1 s, max_workers={args.workers}, active={args.active}; "
+        f"window {args.duration:.0f} s "
         f"after a {args.warmup:.0f} s warm-up, one run per size; CPU within the window"
     )
     figures = {

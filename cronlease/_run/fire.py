@@ -268,7 +268,11 @@ class Firing:
         if self._unstarted is not None:
             self._groups.update((job, tuple(tasks)) for job, tasks in self._unstarted.items())
             self._unstarted = None
-        self._runner.membership.start(lambda: digest_text(self._task_set), self._namespace)
+        self._runner.membership.start(
+            lambda: digest_text(self._task_set),
+            self._namespace,
+            renew_now=self._runner.schema_ready,  # else the database did not answer
+        )
         self.apscheduler.start()
 
     def submit(self, work: Callable[[], object]) -> None:

@@ -126,12 +126,26 @@ class Membership:
             return None
         return view
 
-    def start(self, task_set: Callable[[], str], namespace: str | None) -> None:
-        """Start renewing (the first renewal at once, on the member thread)."""
+    def start(
+        self, task_set: Callable[[], str], namespace: str | None, *, renew_now: bool = True
+    ) -> None:
+        """Start renewing. With ``renew_now`` the first renewal is made here, on the
+        calling thread (``Scheduler.start``): no other thread then has a statement in
+        flight when start returns, for a fork that follows (docs/design.md §5.13);
+        without (the database did not answer at start), the member thread makes it."""
         self._task_set = task_set
         self._namespace = namespace or ""
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="cronlease-member", daemon=True)
+        first = RENEW_SECONDS
+        if renew_now:
+            try:
+                self.renew()
+            except StoreError as exc:
+                logger.debug("fleet membership not renewed at start: %s", exc)
+                first = 0.0
+        self._thread = threading.Thread(
+            target=self._loop, args=(first,), name="cronlease-member", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> threading.Thread | None:
@@ -167,9 +181,8 @@ class Membership:
         settled = not overdue and now - self._changed_at >= EXPIRE_SECONDS
         return FleetView(Ranking(self._holder, holders), settled, holders, now)
 
-    def _loop(self) -> None:
+    def _loop(self, wait: float) -> None:
         stopping = self._stopping
-        wait = 0.0
         while not stopping.wait(wait):
             wait = RENEW_SECONDS
             try:

@@ -37,6 +37,8 @@ __all__ = [
     "tick_key",
 ]
 
+#: at most this many members touch the ticks of one instant (0: every member may)
+ACTIVE_PER_TICK = 0
 PREFERRED: Final = 1
 BACKUP: Final = 2
 OTHER: Final = 3
@@ -85,25 +87,54 @@ def score(tick: int, member: int) -> int:
 class Ranking:
     """The rendezvous order of one replica's cohort, from this replica's point of view.
 
-    Immutable; built once per membership read. ``members`` are the holder ids
-    of the cohort, this replica's (``me``) among them.
+    Built once per membership read. ``members`` are the holder ids of the
+    cohort, this replica's (``me``) among them. With ``active`` (default
+    :data:`ACTIVE_PER_TICK`) and a larger cohort, each slot first picks its
+    ``active`` members by rendezvous on the slot alone, and a tick's order is
+    over those: the replicas that touch a tick of that instant are at most
+    ``active``, whatever the fleet's size, and over many ticks every member
+    gets its share.
     """
 
-    __slots__ = ("_mine", "_others", "size")
+    __slots__ = ("_active", "_keys", "_mine", "_others", "_slots", "size")
 
-    def __init__(self, me: str, members: Sequence[str]) -> None:
+    def __init__(self, me: str, members: Sequence[str], active: int | None = None) -> None:
         self._mine = member_key(me)
         # ties (equal 64-bit scores, never in practice) go to the larger key
         self._others = tuple(member_key(holder) for holder in sorted(set(members)) if holder != me)
+        self._keys = (self._mine, *self._others)
         self.size = 1 + len(self._others)
+        limit = ACTIVE_PER_TICK if active is None else active
+        self._active = limit if limit and self.size > limit else 0
+        # slot -> the other active members' keys (None: this replica is not active)
+        self._slots: dict[int, tuple[int, ...] | None] = {}
+
+    def active_others(self, slot: int) -> tuple[int, ...] | None:
+        """The keys of the other members a tick of ``slot`` is ranked over; None if this
+        replica is not among that slot's active members."""
+        if not self._active:
+            return self._others
+        found = self._slots.get(slot, ())
+        if found == ():
+            key = _mix((slot * _GOLDEN) & _MASK)
+            chosen = sorted(self._keys, key=lambda m: (_mix(key ^ m), m), reverse=True)
+            top = chosen[: self._active]
+            found = tuple(m for m in top if m != self._mine) if self._mine in top else None
+            if len(self._slots) > 64:  # a few recent slots are enough
+                self._slots.clear()
+            self._slots[slot] = found
+        return found
 
     def place(self, name: str, slot: int) -> Place:
         """PREFERRED if this replica has the tick's highest score, BACKUP if the second,
         else OTHER."""
+        others = self.active_others(slot)
+        if others is None:
+            return OTHER
         tick = tick_key(name, slot)
         mine = _mix(tick ^ self._mine)
         ahead = 0
-        for key in self._others:
+        for key in others:
             theirs = _mix(tick ^ key)
             if theirs > mine or (theirs == mine and key > self._mine):
                 ahead += 1

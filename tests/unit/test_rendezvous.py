@@ -100,3 +100,29 @@ def test_a_lone_member_is_always_preferred() -> None:
     assert {ranking.place(name, SLOTS[0]) for name in TASKS} == {PREFERRED}
     # duplicates of this replica's own id do not count as others
     assert Ranking("me", ["me", "me"]).size == 1
+
+
+def test_a_capped_ranking_lets_only_that_many_members_touch_an_instant() -> None:
+    """ACTIVE_PER_TICK: each slot picks its members first; ticks rank over those, so a
+    fleet of 64 has at most 16 replicas per instant, and each is active in about a
+    quarter of the instants."""
+    members = [f"replica-{i}" for i in range(64)]
+    rankings = {me: Ranking(me, members, active=16) for me in members}
+    active_in: Counter[str] = Counter()
+    for slot in SLOTS:
+        touching = set()
+        for name in TASKS[:40]:
+            places = {me: ranking.place(name, slot) for me, ranking in rankings.items()}
+            assert sorted(places.values()).count(PREFERRED) == 1
+            assert sorted(places.values()).count(BACKUP) == 1
+            touching |= {me for me, place in places.items() if place != OTHER}
+        assert len(touching) <= 16
+        for me, ranking in rankings.items():
+            active_in[me] += ranking.active_others(slot) is not None
+    assert sum(active_in.values()) == 16 * len(SLOTS)
+    assert all(active_in[me] > 0 for me in members)  # 60 slots: everyone had some
+    # below the cap, the ranking is the plain one
+    small = [f"replica-{i}" for i in range(8)]
+    for me in small:
+        plain, capped = Ranking(me, small), Ranking(me, small, active=16)
+        assert all(plain.place(n, SLOTS[0]) == capped.place(n, SLOTS[0]) for n in TASKS[:50])
