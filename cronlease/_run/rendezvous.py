@@ -37,8 +37,9 @@ __all__ = [
     "tick_key",
 ]
 
-#: at most this many members touch the ticks of one instant (0: every member may)
-ACTIVE_PER_TICK = 0
+#: at most this many members touch the ticks of one instant (0: every member may):
+#: statements per tick stop growing with the fleet beyond it (docs/design.md §4.4)
+ACTIVE_PER_TICK = 16
 PREFERRED: Final = 1
 BACKUP: Final = 2
 OTHER: Final = 3
@@ -89,20 +90,21 @@ class Ranking:
 
     Built once per membership read. ``members`` are the holder ids of the
     cohort, this replica's (``me``) among them. With ``active`` (default
-    :data:`ACTIVE_PER_TICK`) and a larger cohort, each slot first picks its
-    ``active`` members by rendezvous on the slot alone, and a tick's order is
-    over those: the replicas that touch a tick of that instant are at most
-    ``active``, whatever the fleet's size, and over many ticks every member
-    gets its share.
+    :data:`ACTIVE_PER_TICK`) and a larger cohort, each instant first picks its
+    ``active`` members — a window on the members sorted by key, at an offset
+    that moves by the golden ratio from one second to the next — and a tick's
+    order is over those: the replicas that touch the ticks of one instant are
+    at most ``active``, whatever the fleet's size, and over a few seconds
+    every member is active equally often.
     """
 
-    __slots__ = ("_active", "_keys", "_mine", "_others", "_slots", "size")
+    __slots__ = ("_active", "_mine", "_others", "_ring", "_slots", "size")
 
     def __init__(self, me: str, members: Sequence[str], active: int | None = None) -> None:
         self._mine = member_key(me)
         # ties (equal 64-bit scores, never in practice) go to the larger key
         self._others = tuple(member_key(holder) for holder in sorted(set(members)) if holder != me)
-        self._keys = (self._mine, *self._others)
+        self._ring = sorted((self._mine, *self._others))
         self.size = 1 + len(self._others)
         limit = ACTIVE_PER_TICK if active is None else active
         self._active = limit if limit and self.size > limit else 0
@@ -116,10 +118,13 @@ class Ranking:
             return self._others
         found = self._slots.get(slot, ())
         if found == ():
-            key = _mix((slot * _GOLDEN) & _MASK)
-            chosen = sorted(self._keys, key=lambda m: (_mix(key ^ m), m), reverse=True)
-            top = chosen[: self._active]
-            found = tuple(m for m in top if m != self._mine) if self._mine in top else None
+            ring = self._ring
+            # a window of ``active`` members on the ring, at an offset that moves by
+            # the golden ratio per second: over n seconds every member is active
+            # n x active / size times, give or take one, whatever the schedule's step
+            offset = (((slot // 1000) * _GOLDEN) & _MASK) * len(ring) >> 64
+            window = {ring[(offset + i) % len(ring)] for i in range(self._active)}
+            found = tuple(m for m in self._others if m in window) if self._mine in window else None
             if len(self._slots) > 64:  # a few recent slots are enough
                 self._slots.clear()
             self._slots[slot] = found

@@ -26,7 +26,7 @@ from tests.support import databases, ledger
 from tests.support.procs import Proc
 
 SERVERS = ["postgresql", "mysql"]
-TABLES = {"cronlease_leases", "cronlease_runs"}
+TABLES = {"cronlease_leases", "cronlease_members", "cronlease_runs"}
 
 # A child process: takes a lease from the URL it is given, says where it is.
 CHILD = """
