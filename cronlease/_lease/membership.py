@@ -37,6 +37,7 @@ from cronlease._lease.schema import (
     leases,
     members,
 )
+from cronlease._lease.sqlite_file import FileGuard
 from cronlease.errors import ConfigError
 
 __all__ = ["FleetStatements", "FleetStore", "Member", "MemberBeat", "Members"]
@@ -289,11 +290,17 @@ class FleetStore:
     raises StoreError for a database failure, like the store's own."""
 
     def __init__(
-        self, statements: FleetStatements, call: _Call, renewal: Callable[[], Engine]
+        self,
+        statements: FleetStatements,
+        call: _Call,
+        renewal: Callable[[], Engine],
+        file: FileGuard | None = None,
     ) -> None:
         self._statements = statements
         self._call = call
         self._renewal = renewal
+        # a SQLite file no longer at its path: no membership, no slot check (§5.17)
+        self._file = file
 
     def renew(self, beats: Sequence[MemberBeat]) -> Members:
         """Renew the member rows of ``beats`` (distinct holders; new ones are inserted),
@@ -303,6 +310,8 @@ class FleetStore:
         holders = [beat.holder for beat in beats]
         if not holders or len(set(holders)) != len(holders):
             raise ValueError("a membership renewal names each holder once, and at least one")
+        if self._file is not None:
+            self._file.check()
         return self._call(
             "renewing fleet membership",
             functools.partial(self._statements.renew, beats=beats),
@@ -327,6 +336,8 @@ class FleetStore:
         """The slot cursor of each of ``names`` with a lease row, read only (no row lock,
         no write): a tick whose slot is at or below its cursor would be refused
         ``taken``. One statement per 500 names."""
+        if names and self._file is not None:
+            self._file.check()
         cursors: dict[str, int] = {}
         unique = sorted(set(names))
         for start in range(0, len(unique), CHUNK):

@@ -190,11 +190,13 @@ class Membership:
             try:
                 self.renew()
             except StoreError as exc:
+                # The tick path reports the database's trouble (once per outage, §5.19);
+                # here only what it means for the fleet, without repeating the error.
+                logger.debug("fleet membership not renewed: %s", exc)
                 if not self._failing:
                     logger.info(
-                        "cannot renew this replica's fleet membership (%s): until it works, "
-                        "it tries every tick at once",
-                        exc,
+                        "cannot renew this replica's fleet membership: until it works, "
+                        "it tries every tick at once"
                     )
                     self._failing = True
                 continue
