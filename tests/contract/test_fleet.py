@@ -114,11 +114,17 @@ def test_bad_renewals_are_refused(store: LeaseStore, prefix: str) -> None:
 def test_the_slot_check_reads_each_cursor(store: LeaseStore, task_name: str) -> None:
     slot = int(store.database_time() * 1000) // 1000 * 1000
     names = [f"{task_name}-{i}" for i in range(3)]
+    won = []
     for offset, name in enumerate(names[:2]):
         request = AcquireRequest(name=name, slot=slot - offset * 1000, ttl=5, holder="h")
-        assert isinstance(store.acquire(request), Lease)
+        lease = store.acquire(request)
+        assert isinstance(lease, Lease)
+        won.append(lease)
     assert store.fleet.slot_cursors(names) == {names[0]: slot, names[1]: slot - 1000}
     assert store.fleet.slot_cursors([]) == {}
+    for lease in won:  # no run left running for the stuck watcher of other tests
+        store.finish(lease, "succeeded")
+    assert store.fleet.slot_cursors(names) == {names[0]: slot, names[1]: slot - 1000}
 
 
 LOCK_ROW = {
@@ -132,9 +138,9 @@ def test_the_slot_check_takes_no_row_lock(store: LeaseStore, task_name: str, bac
     """A row locked by another transaction (a winner's upsert in flight) does not delay
     the check: it reads the committed cursor instead of waiting for the lock."""
     slot = int(store.database_time() * 1000) // 1000 * 1000
-    assert isinstance(
-        store.acquire(AcquireRequest(name=task_name, slot=slot, ttl=5, holder="h")), Lease
-    )
+    lease = store.acquire(AcquireRequest(name=task_name, slot=slot, ttl=5, holder="h"))
+    assert isinstance(lease, Lease)
+    store.finish(lease, "succeeded")
     engine = create_engine(normalize_url(store.engine.url), poolclass=NullPool)
     answer: list[dict[str, int]] = []
     try:
