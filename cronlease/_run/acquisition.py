@@ -15,8 +15,9 @@ attempt each follows. Per result:
   renewed meanwhile, so a manual run delays a tick but never costs it);
 - any other **refusal** is a skipped tick, counted in bulk and reported to
   whoever listens: refusals are common (a backup finds most of its ticks
-  taken, a fleet without a view races every tick). A refused attempt is only counted (``attempts_not_acquired``): it is
-  no tick, and the attempt poll asks again while it should still happen.
+  taken, a fleet without a view races every tick). A refused attempt is
+  only counted (``attempts_not_acquired``): it is no tick, and the attempt
+  poll asks again while it should still happen.
 
 Built for a fleet whose cost must not grow with its size (docs/design.md §4.4):
 
