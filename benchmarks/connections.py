@@ -122,34 +122,43 @@ def start_pgbouncer(root: Path, server_port: int, mode: str) -> tuple[subprocess
 
 
 class Sampler:
-    """Counts the server's client connections every 0.5 s while the window is open."""
+    """Counts the server's client connections every 0.5 s while the window is open.
+
+    Its connection is made before the replicas start: on a full server it
+    could not connect later.
+    """
 
     def __init__(self, admin_url: str) -> None:
         self._engine = create_engine(admin_url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+        self._conn = self._engine.connect()
         self.samples: list[tuple[float, int, dict[str, int]]] = []
+        self._open = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def start(self) -> None:
         self._thread.start()
+
+    def open_window(self) -> None:
+        self._open.set()
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+        self._conn.close()
         self._engine.dispose()
 
     def _loop(self) -> None:
-        with self._engine.connect() as conn:
-            while not self._stop.wait(0.5):
-                rows = conn.execute(
-                    text(
-                        "SELECT application_name, count(*) FROM pg_stat_activity "
-                        "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
-                        "GROUP BY 1"
-                    )
-                ).all()
-                per_app = {str(name): int(count) for name, count in rows}
-                self.samples.append((time.time(), sum(per_app.values()), per_app))
+        while not self._stop.wait(0.5):
+            if not self._open.is_set():
+                continue
+            rows = self._conn.execute(
+                text(
+                    "SELECT application_name, count(*) FROM pg_stat_activity "
+                    "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
+                    "GROUP BY 1"
+                )
+            ).all()
+            per_app = {str(name): int(count) for name, count in rows}
+            self.samples.append((time.time(), sum(per_app.values()), per_app))
 
 
 def run(args: argparse.Namespace) -> None:
@@ -169,6 +178,7 @@ def run(args: argparse.Namespace) -> None:
         store = LeaseStore.from_url(admin)
         store.create_tables()
         store.dispose()
+        sampler = Sampler(admin)
         for index in range(args.replicas):
             url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
             if not args.pgbouncer:  # PgBouncer would show its own server connections' names
@@ -192,10 +202,9 @@ def run(args: argparse.Namespace) -> None:
             if not line.startswith("started"):
                 raise SystemExit(f"a replica did not start: {line!r}")
         startup = time.monotonic() - started_at
-        sampler = Sampler(admin)
         window_start = int(time.time() + args.warmup) + 1
         time.sleep(max(0.0, window_start - time.time()))
-        sampler.start()
+        sampler.open_window()
         window_end = window_start + int(args.duration)
         time.sleep(max(0.0, window_end - time.time()))
         sampler.stop()
@@ -214,11 +223,14 @@ def run(args: argparse.Namespace) -> None:
         server_log = Path(str(data) + ".log").read_text(errors="replace")
         clusters.cleanup()  # type: ignore[attr-defined]
     counts: dict[tuple[str, int], int] = {}
+    ran = 0  # replicas that ran at least one task in their life
     for index in range(args.replicas):
         path = root / f"ledger-{index}"
         if not path.exists():
             continue
-        for line in path.read_text().splitlines():
+        lines = path.read_text().splitlines()
+        ran += bool(lines)
+        for line in lines:
             name, slot = line.split()
             counts[(name, int(slot))] = counts.get((name, int(slot)), 0) + 1
     expected = [
@@ -263,6 +275,7 @@ def run(args: argparse.Namespace) -> None:
             "per replica peak",
             "FATAL lines",
             "replica WARNING/ERROR lines",
+            "replicas that ran a task",
         ],
         [
             [
@@ -275,6 +288,7 @@ def run(args: argparse.Namespace) -> None:
                 per_replica_peak if not args.pgbouncer else "-",
                 fatal,
                 len(warnings),
+                ran,
             ]
         ],
     )
