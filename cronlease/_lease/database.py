@@ -3,9 +3,16 @@
 - A bare ``postgresql://`` URL means psycopg 3; ``mysql://`` and ``mariadb://`` mean PyMySQL.
 - PostgreSQL runs lease statements in autocommit (each is one atomic statement),
   so no transaction is held open and losers never see serialization failures.
+  Nothing is left on a server connection between transactions, so PgBouncer
+  works in transaction pooling as in session pooling (docs/design.md §3.10):
+  psycopg never prepares statements (``prepare_threshold=None``) unless the
+  URL or ``connect_args`` ask it to, and no setting is made on connect (the
+  renewal's time bound and the idle-in-transaction bound are ``SET LOCAL``,
+  in the transaction they bound).
 - MySQL/MariaDB (PyMySQL) sessions are READ COMMITTED and accept
   multi-statement queries, so each lease transaction is one request
-  (cronlease/_lease/dialects/mysql_script.py).
+  (cronlease/_lease/dialects/mysql_script.py). On MariaDB a session idle in a
+  transaction for :data:`IDLE_IN_TRANSACTION_TIMEOUT` is ended by the server.
 - SQLite uses WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for every transaction:
   a deferred transaction that later wants to write can fail at once with
   "database is locked" instead of waiting.
@@ -18,12 +25,13 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.pool import QueuePool
+from sqlalchemy.pool import Pool, QueuePool
 
 from cronlease._lease import sqlite_file
 from cronlease._safe_text import redact_secrets
@@ -32,6 +40,8 @@ from cronlease.errors import ConfigError
 __all__ = [
     "DEFAULT_URL",
     "HEARTBEAT_TIMEOUT",
+    "IDLE_IN_TRANSACTION_TIMEOUT",
+    "PREPARE_THRESHOLD",
     "RenewalEngine",
     "adopt_engine",
     "create_store_engine",
@@ -57,11 +67,26 @@ MAX_OVERFLOW = 8
 # a fresh connection. Leases are at least 1 s long and renewed every ttl/3, so a
 # renewal this slow costs only the leases that would have expired anyway.
 HEARTBEAT_TIMEOUT = 5.0
+# The longest a transaction cronlease opened may sit idle between its statements
+# before the server ends the session (PostgreSQL: the transactions of several
+# statements, SET LOCAL; MariaDB: every session, idle_transaction_timeout; MySQL
+# has no such setting). cronlease sends a transaction's statements one after the
+# other, so only a stalled process (SIGSTOP, swapping, a debugger) sits that long,
+# and the row locks of its transaction would otherwise hold every other replica's
+# statements on those rows until its connection ends, however long it is stopped.
+IDLE_IN_TRANSACTION_TIMEOUT = 5
 POOL_OPTIONS: dict[str, Any] = {
     "pool_size": POOL_SIZE,
     "max_overflow": MAX_OVERFLOW,
     "pool_timeout": 10,
 }
+
+# psycopg's own connection argument, and its value for cronlease's engines:
+# never prepare. A prepared statement lives on one server connection, and
+# PgBouncer in transaction pooling gives each transaction any of them
+# ('prepared statement "_pg3_0" does not exist' or '... already exists').
+PREPARE_THRESHOLD = "prepare_threshold"
+_NEVER = ("none", "null", "off", "never")
 
 logger = logging.getLogger("cronlease")
 
@@ -102,6 +127,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
         if backend == "sqlite":
             return _sqlite_engine(parsed, **options)
         if backend == "postgresql":
+            parsed, prepare = _prepare_threshold(parsed, options.get("connect_args", {}))
             connect_args = {
                 "connect_timeout": CONNECT_TIMEOUT,
                 # A server that vanishes without closing the socket must fail a
@@ -112,6 +138,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 "keepalives_count": 3,
                 "tcp_user_timeout": 10_000,
                 **options.pop("connect_args", {}),
+                PREPARE_THRESHOLD: prepare,
             }
             return create_engine(
                 parsed,
@@ -124,7 +151,9 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 "connect_timeout": CONNECT_TIMEOUT,
                 # lease times are epoch seconds from the server clock in UTC
                 # A lock wait far past any tick's grace helps nobody.
-                "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10",
+                # /*M! ... */ is run by MariaDB only (MySQL has no such variable).
+                "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10"
+                f" /*M!100300 , idle_transaction_timeout = {IDLE_IN_TRANSACTION_TIMEOUT} */",
                 **options.pop("connect_args", {}),
             }
             engine = create_engine(
@@ -153,6 +182,38 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
         raise ConfigError(f"database URL {redact(parsed)!r}: {exc}") from exc
     raise ConfigError(
         f"cronlease does not support {backend!r} databases: use SQLite, PostgreSQL or MySQL/MariaDB"
+    )
+
+
+def _prepare_threshold(url: URL, connect_args: dict[str, Any]) -> tuple[URL, int | None]:
+    """psycopg's ``prepare_threshold`` for an engine on ``url``: from ``connect_args``,
+    else from the URL's query (taken out of it: SQLAlchemy would pass psycopg the
+    string), else None (never prepare). A number is psycopg's own: prepare a statement
+    after that many executions on a connection (0: at once); ``none`` never."""
+    in_query = url.query.get(PREPARE_THRESHOLD)
+    if in_query is not None:
+        url = url.difference_update_query([PREPARE_THRESHOLD])
+    if PREPARE_THRESHOLD in connect_args:
+        return url, _threshold(connect_args[PREPARE_THRESHOLD], "connect_args")
+    if in_query is None:
+        return url, None
+    return url, _threshold(in_query, f"database URL {redact(url)!r}")
+
+
+def _threshold(value: object, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _NEVER:
+            return None
+        if word.isascii() and word.isdigit():
+            return int(word)
+    raise ConfigError(
+        f"{where}: {PREPARE_THRESHOLD} must be a whole number of executions after which"
+        f" psycopg prepares a statement (0: at once) or none (never), not {value!r}"
     )
 
 
@@ -208,10 +269,51 @@ def _enable_wal(cursor: Any) -> None:
 def adopt_engine(engine: Engine) -> Engine:
     """An engine for lease statements with the settings of the user's ``engine``."""
     if engine.dialect.name == "postgresql":
-        return engine.execution_options(isolation_level="AUTOCOMMIT")
+        adopted = engine.execution_options(isolation_level="AUTOCOMMIT", **{_UNPREPARED: True})
+        _unprepared_while_ours(adopted)
+        return adopted
     # SQLite needs BEGIN IMMEDIATE and MySQL a UTC session: both are set when
     # connecting, so build a pool of our own from the same URL.
     return create_store_engine(engine.url)
+
+
+# The execution option marking an adopted engine: its connections run cronlease's
+# statements unprepared, whatever the application's prepare_threshold.
+_UNPREPARED = "cronlease_unprepared"
+_SAVED = "cronlease_prepare_threshold"
+_restoring: weakref.WeakSet[Pool] = weakref.WeakSet()
+
+
+def _unprepared_while_ours(adopted: Engine) -> None:
+    """Turn psycopg's preparing off on the application's connections while cronlease
+    holds one, and back to the application's value when it is returned to the pool.
+
+    The application's engine may prepare (psycopg's default: after 5 executions),
+    which breaks PgBouncer's transaction pooling. An application that runs through
+    one has turned it off for its own statements already; one that does not keeps
+    its setting for its own statements. cronlease's statements are never prepared
+    on either, as on the engines cronlease creates.
+    """
+
+    @event.listens_for(adopted, "engine_connect")
+    def _checked_out(conn: Any) -> None:
+        fairy = conn.connection
+        dbapi_connection = fairy.dbapi_connection
+        if _SAVED not in fairy.info and hasattr(dbapi_connection, PREPARE_THRESHOLD):
+            fairy.info[_SAVED] = dbapi_connection.prepare_threshold
+            dbapi_connection.prepare_threshold = None
+
+    pool = adopted.pool
+    if pool in _restoring:
+        return
+    _restoring.add(pool)
+
+    @event.listens_for(pool, "checkin")
+    def _checked_in(dbapi_connection: Any, record: Any) -> None:
+        if record is not None and _SAVED in record.info:
+            saved = record.info.pop(_SAVED)
+            if dbapi_connection is not None:
+                dbapi_connection.prepare_threshold = saved
 
 
 def heartbeat_engine(engine: Engine) -> Engine:
@@ -245,20 +347,31 @@ def heartbeat_engine(engine: Engine) -> Engine:
         def _begin(connection: Any) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
+    unprepared = bool(engine.get_execution_options().get(_UNPREPARED))
+
     @event.listens_for(pool, "connect")
     def _bound(dbapi_connection: Any, _record: Any) -> None:
+        if unprepared:  # an adopted engine's creator, but this connection is ours alone
+            dbapi_connection.prepare_threshold = None
         _bound_statements(engine.dialect, dbapi_connection)
 
     return own
 
 
 def _bound_statements(dialect: Any, dbapi_connection: Any) -> None:
-    """Bound every statement of a heartbeat connection by HEARTBEAT_TIMEOUT, server-side."""
+    """Bound every statement of a heartbeat connection by HEARTBEAT_TIMEOUT, server-side.
+
+    Not on PostgreSQL: a session setting made on connect stays on the server
+    connection, which PgBouncer in transaction pooling hands to other clients,
+    while our next statement may run on another one. The renewal statement
+    carries its own bound instead (``SET LOCAL`` in the same request:
+    dialects/postgresql.py).
+    """
     seconds = HEARTBEAT_TIMEOUT
+    if dialect.name == "postgresql":
+        return
     if dialect.name == "sqlite":
         statements = [f"PRAGMA busy_timeout = {int(seconds * 1000)}"]
-    elif dialect.name == "postgresql":
-        statements = [f"SET statement_timeout = {int(seconds * 1000)}"]
     elif getattr(dialect, "is_mariadb", False):
         statements = [
             f"SET SESSION innodb_lock_wait_timeout = {max(1, int(seconds))}",
@@ -273,8 +386,6 @@ def _bound_statements(dialect: Any, dbapi_connection: Any) -> None:
             cursor.execute(statement)
     finally:
         cursor.close()
-    if dialect.name == "postgresql" and not getattr(dbapi_connection, "autocommit", True):
-        dbapi_connection.commit()  # the SET opened a transaction
 
 
 class RenewalEngine:

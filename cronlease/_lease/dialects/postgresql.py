@@ -23,6 +23,7 @@ from sqlalchemy import Double, TextClause, literal_column, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
+from cronlease._lease.database import HEARTBEAT_TIMEOUT
 from cronlease._lease.dialects.base import (
     ABANDONED_ERROR,
     Statements,
@@ -201,8 +202,13 @@ class PostgreSQLStatements(Statements):
             one: DriverStatement(finish_statement(batch_rows(FINISH_COLUMNS, one=one)))
             for one in (True, False)
         }
+        # A renewal is bounded by HEARTBEAT_TIMEOUT, lock waits included (database.py),
+        # by a setting of its own transaction: nothing is left on the server connection.
+        bound = f"SET LOCAL statement_timeout = {int(HEARTBEAT_TIMEOUT * 1000)}"
         self._heartbeat = {
-            one: DriverStatement(heartbeat_statement(batch_rows(HEARTBEAT_COLUMNS, one=one)))
+            one: DriverStatement(
+                heartbeat_statement(batch_rows(HEARTBEAT_COLUMNS, one=one)), local=bound
+            )
             for one in (True, False)
         }
         self._set_paused = build_set_paused(insert)
