@@ -25,15 +25,14 @@ import os
 import sqlite3
 import threading
 import time
-import weakref
 from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.pool import Pool, QueuePool
+from sqlalchemy.pool import QueuePool
 
-from cronlease._lease import sqlite_file
+from cronlease._lease import prepared, sqlite_file
 from cronlease._safe_text import redact_secrets
 from cronlease.errors import ConfigError
 
@@ -41,7 +40,6 @@ __all__ = [
     "DEFAULT_URL",
     "HEARTBEAT_TIMEOUT",
     "IDLE_IN_TRANSACTION_TIMEOUT",
-    "PREPARE_THRESHOLD",
     "RenewalEngine",
     "adopt_engine",
     "create_store_engine",
@@ -80,13 +78,6 @@ POOL_OPTIONS: dict[str, Any] = {
     "max_overflow": MAX_OVERFLOW,
     "pool_timeout": 10,
 }
-
-# psycopg's own connection argument, and its value for cronlease's engines:
-# never prepare. A prepared statement lives on one server connection, and
-# PgBouncer in transaction pooling gives each transaction any of them
-# ('prepared statement "_pg3_0" does not exist' or '... already exists').
-PREPARE_THRESHOLD = "prepare_threshold"
-_NEVER = ("none", "null", "off", "never")
 
 logger = logging.getLogger("cronlease")
 
@@ -127,7 +118,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
         if backend == "sqlite":
             return _sqlite_engine(parsed, **options)
         if backend == "postgresql":
-            parsed, prepare = _prepare_threshold(parsed, options.get("connect_args", {}))
+            parsed, prepare = prepared.threshold_for(parsed, options.get("connect_args", {}))
             connect_args = {
                 "connect_timeout": CONNECT_TIMEOUT,
                 # A server that vanishes without closing the socket must fail a
@@ -138,7 +129,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 "keepalives_count": 3,
                 "tcp_user_timeout": 10_000,
                 **options.pop("connect_args", {}),
-                PREPARE_THRESHOLD: prepare,
+                prepared.PREPARE_THRESHOLD: prepare,
             }
             return create_engine(
                 parsed,
@@ -182,38 +173,6 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
         raise ConfigError(f"database URL {redact(parsed)!r}: {exc}") from exc
     raise ConfigError(
         f"cronlease does not support {backend!r} databases: use SQLite, PostgreSQL or MySQL/MariaDB"
-    )
-
-
-def _prepare_threshold(url: URL, connect_args: dict[str, Any]) -> tuple[URL, int | None]:
-    """psycopg's ``prepare_threshold`` for an engine on ``url``: from ``connect_args``,
-    else from the URL's query (taken out of it: SQLAlchemy would pass psycopg the
-    string), else None (never prepare). A number is psycopg's own: prepare a statement
-    after that many executions on a connection (0: at once); ``none`` never."""
-    in_query = url.query.get(PREPARE_THRESHOLD)
-    if in_query is not None:
-        url = url.difference_update_query([PREPARE_THRESHOLD])
-    if PREPARE_THRESHOLD in connect_args:
-        return url, _threshold(connect_args[PREPARE_THRESHOLD], "connect_args")
-    if in_query is None:
-        return url, None
-    return url, _threshold(in_query, f"database URL {redact(url)!r}")
-
-
-def _threshold(value: object, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in _NEVER:
-            return None
-        if word.isascii() and word.isdigit():
-            return int(word)
-    raise ConfigError(
-        f"{where}: {PREPARE_THRESHOLD} must be a whole number of executions after which"
-        f" psycopg prepares a statement (0: at once) or none (never), not {value!r}"
     )
 
 
@@ -269,51 +228,12 @@ def _enable_wal(cursor: Any) -> None:
 def adopt_engine(engine: Engine) -> Engine:
     """An engine for lease statements with the settings of the user's ``engine``."""
     if engine.dialect.name == "postgresql":
-        adopted = engine.execution_options(isolation_level="AUTOCOMMIT", **{_UNPREPARED: True})
-        _unprepared_while_ours(adopted)
-        return adopted
+        return prepared.unprepared_while_ours(
+            engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
     # SQLite needs BEGIN IMMEDIATE and MySQL a UTC session: both are set when
     # connecting, so build a pool of our own from the same URL.
     return create_store_engine(engine.url)
-
-
-# The execution option marking an adopted engine: its connections run cronlease's
-# statements unprepared, whatever the application's prepare_threshold.
-_UNPREPARED = "cronlease_unprepared"
-_SAVED = "cronlease_prepare_threshold"
-_restoring: weakref.WeakSet[Pool] = weakref.WeakSet()
-
-
-def _unprepared_while_ours(adopted: Engine) -> None:
-    """Turn psycopg's preparing off on the application's connections while cronlease
-    holds one, and back to the application's value when it is returned to the pool.
-
-    The application's engine may prepare (psycopg's default: after 5 executions),
-    which breaks PgBouncer's transaction pooling. An application that runs through
-    one has turned it off for its own statements already; one that does not keeps
-    its setting for its own statements. cronlease's statements are never prepared
-    on either, as on the engines cronlease creates.
-    """
-
-    @event.listens_for(adopted, "engine_connect")
-    def _checked_out(conn: Any) -> None:
-        fairy = conn.connection
-        dbapi_connection = fairy.dbapi_connection
-        if _SAVED not in fairy.info and hasattr(dbapi_connection, PREPARE_THRESHOLD):
-            fairy.info[_SAVED] = dbapi_connection.prepare_threshold
-            dbapi_connection.prepare_threshold = None
-
-    pool = adopted.pool
-    if pool in _restoring:
-        return
-    _restoring.add(pool)
-
-    @event.listens_for(pool, "checkin")
-    def _checked_in(dbapi_connection: Any, record: Any) -> None:
-        if record is not None and _SAVED in record.info:
-            saved = record.info.pop(_SAVED)
-            if dbapi_connection is not None:
-                dbapi_connection.prepare_threshold = saved
 
 
 def heartbeat_engine(engine: Engine) -> Engine:
@@ -347,7 +267,7 @@ def heartbeat_engine(engine: Engine) -> Engine:
         def _begin(connection: Any) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
-    unprepared = bool(engine.get_execution_options().get(_UNPREPARED))
+    unprepared = prepared.adopted(engine)
 
     @event.listens_for(pool, "connect")
     def _bound(dbapi_connection: Any, _record: Any) -> None:

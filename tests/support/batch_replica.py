@@ -8,7 +8,7 @@ carry their level.
 - ``CRONLEASE_TEST_LONE=1``: one more task, ``PREFIX-lone``, every second half a
   second after the others (its ticks travel alone: a batch of one).
 - ``CRONLEASE_TEST_LEDGER``: the ledger's database URL (default: ``URL``), and
-  ``CRONLEASE_TEST_LEDGER_POOL`` its pool size (default 16).
+  ``CRONLEASE_TEST_LEDGER_POOL`` its pool size (default 16, and 10 more at a peak).
 """
 
 from __future__ import annotations
@@ -36,13 +36,20 @@ def replica_main(url: str, prefix: str, count: int) -> None:
     )
     ledger_url = os.environ.get("CRONLEASE_TEST_LEDGER", url)
     pool = int(os.environ.get("CRONLEASE_TEST_LEDGER_POOL", "16"))
+    # a pool size given: that many connections and no more (a server shared by many replicas)
+    overflow = 0 if "CRONLEASE_TEST_LEDGER_POOL" in os.environ else 10
     # A worker for each task: this is about batching, and three replicas of 16
     # workers have 48 slots for 50 ticks a second (capacity: test_capacity.py).
     scheduler = Scheduler(url, history_retention=None, max_workers=count)
     # A pooled ledger connection per worker: a connection per append (as in
     # tests/support/ledger.py) costs MariaDB more than the runs can spare here.
     connect_args = {"timeout": 30} if ledger_url.startswith("sqlite") else {}
-    engine = create_engine(normalize_url(ledger_url), pool_size=pool, connect_args=connect_args)
+    engine = create_engine(
+        normalize_url(ledger_url),
+        pool_size=pool,
+        max_overflow=overflow,
+        connect_args=connect_args,
+    )
     # Open the ledger's connections before the first tick: sixteen MariaDB
     # connections opened at once by each of three replicas took up to 1.6 s, so
     # the first runs outlived the next tick and, with every worker busy, a

@@ -113,6 +113,7 @@ class Bouncer:
 
 def _config(mode: str, database: str, server: str, port: int, directory: Path) -> str:
     url = make_url(server)
+    user = url.username or "postgres"
     server_at = f"host={url.host or '127.0.0.1'} port={url.port or 5432}"
     lines = [
         "[databases]",
@@ -136,6 +137,7 @@ def _config(mode: str, database: str, server: str, port: int, directory: Path) -
         "server_round_robin = 1",
         # a client waiting this long for a server connection fails, visibly
         "query_wait_timeout = 30",
+        f"admin_users = {user}",  # SHOW POOLS on the console, database pgbouncer
         "log_connections = 0",
         "log_disconnections = 0",
     ]
