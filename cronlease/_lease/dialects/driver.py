@@ -4,7 +4,8 @@ SQLAlchemy's execution path (execution context, parameter processing, result
 wrapping) costs about 100 µs per statement, a third of a local PostgreSQL
 round trip; a fleet sends an acquisition per replica per tick. Statements
 still come from SQLAlchemy Core (built once, compiled once per dialect, so
-psycopg sees one query text and keeps it prepared), and still run on a
+psycopg sees one query text, which it prepares once where preparing is on:
+cronlease's engines turn it off by default, cronlease/_lease/prepared.py), and still run on a
 connection checked out through SQLAlchemy's pool. What this module adds is
 the error path SQLAlchemy would have taken: a driver error becomes a
 :class:`sqlalchemy.exc.DBAPIError`, and one that means the connection is gone
