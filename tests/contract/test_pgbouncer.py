@@ -143,7 +143,13 @@ SELECT pg_backend_pid(),
        (SELECT count(*) FROM pg_prepared_statements),
        (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()),
        (SELECT count(*) FROM pg_listening_channels()),
-       pg_my_temp_schema() <> 0
+       pg_my_temp_schema() <> 0,
+       (SELECT coalesce(string_agg(name || '=' || setting, ', ' ORDER BY name), '')
+          FROM pg_settings
+         WHERE source = 'session'
+           -- the ones PgBouncer sets itself when it hands a server connection over
+           AND name NOT IN ('application_name', 'client_encoding', 'DateStyle', 'TimeZone',
+                            'standard_conforming_strings'))
 """
 
 
@@ -151,8 +157,9 @@ def test_nothing_is_left_on_a_server_connection(
     pgbouncers: dict[str, pgbouncer.Bouncer], task_name: str
 ) -> None:
     """Every kind of lease operation through transaction pooling, then each server
-    connection of the pool is read: no setting, prepared statement, advisory lock,
-    LISTEN or temporary table is left for the next client (the renewal connection's
+    connection of the pool is read: no setting made in a session (pg_settings' source
+    'session', besides those PgBouncer makes itself), prepared statement, advisory
+    lock, LISTEN or temporary table is left for the next client (the renewal connection's
     ``SET statement_timeout`` was, on one of them)."""
     bouncer = pgbouncers["transaction"]
     store = LeaseStore.from_url(bouncer.url())
@@ -203,7 +210,7 @@ def test_nothing_is_left_on_a_server_connection(
         normalize_url(direct_url_of(bouncer.database)), poolclass=NullPool
     ).connect() as direct:
         fresh = tuple(direct.execute(text(SESSION_STATE)).one())[1:]  # a new session's
-    assert fresh[5:] == (0, 0, 0, False)
+    assert fresh[5:] == (0, 0, 0, False, "")
     seen: dict[int, tuple[object, ...]] = {}
     client = create_engine(
         normalize_url(bouncer.url()),

@@ -47,6 +47,10 @@ CANDIDATES = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer")
 
 
 def executable() -> str | None:
+    """``CRONLEASE_TEST_PGBOUNCER`` if set, else ``pgbouncer`` on the PATH or in /usr/sbin."""
+    given = os.environ.get("CRONLEASE_TEST_PGBOUNCER")
+    if given is not None:
+        return given if os.access(given, os.X_OK) else None
     found = shutil.which("pgbouncer")
     if found is not None:
         return found
@@ -56,6 +60,9 @@ def executable() -> str | None:
 def problem() -> str | None:
     """Why PgBouncer cannot be started here, or None."""
     if executable() is None:
+        given = os.environ.get("CRONLEASE_TEST_PGBOUNCER")
+        if given is not None:
+            return f"CRONLEASE_TEST_PGBOUNCER={given} is not an executable"
         return "pgbouncer is not installed (Debian: apt-get install pgbouncer)"
     if os.geteuid() == 0:
         try:
