@@ -245,8 +245,11 @@ def heartbeat_engine(engine: Engine) -> Engine:
     creator, so it has the same URL, connect arguments, driver hooks and
     connect listeners (search_path, session time zone, SQLite pragmas); it is
     pinged before use, so it reconnects after a restart or failover; and every
-    statement on it is bounded by :data:`HEARTBEAT_TIMEOUT`, so one hung
-    renewal cannot stall every other lease's renewal for long.
+    renewal is bounded by :data:`HEARTBEAT_TIMEOUT`, so one hung renewal cannot
+    stall every other lease's renewal for long: by session settings on SQLite
+    and MySQL/MariaDB, by the statement itself on PostgreSQL (a ``SET LOCAL``
+    sent with it: a statement added to this connection there must carry its own,
+    ``DriverStatement(local=...)``).
     """
     source = engine.pool
     pool = QueuePool(
