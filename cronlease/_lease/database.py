@@ -270,12 +270,10 @@ def heartbeat_engine(engine: Engine) -> Engine:
         def _begin(connection: Any) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
-    unprepared = prepared.adopted(engine)
+    prepared.unprepared_pool(engine, pool)  # an adopted engine's creator: ours alone
 
     @event.listens_for(pool, "connect")
     def _bound(dbapi_connection: Any, _record: Any) -> None:
-        if unprepared:  # an adopted engine's creator, but this connection is ours alone
-            dbapi_connection.prepare_threshold = None
         _bound_statements(engine.dialect, dbapi_connection)
 
     return own

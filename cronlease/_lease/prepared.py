@@ -15,8 +15,8 @@ execution fails with ``prepared statement "_pg3_0" does not exist`` (or
 - On an adopted engine (``Scheduler(engine=app)``), whose pool is the
   application's, :func:`unprepared_while_ours` turns preparing off on a
   connection while cronlease holds it and gives it back its own value when it
-  returns to the pool; the renewal connection made from that engine's creator
-  never prepares (:func:`adopted`).
+  returns to the pool; a pool of cronlease's own made from that engine's
+  creator (the renewal connection) never prepares (:func:`unprepared_pool`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,13 @@ from sqlalchemy.pool import Pool
 from cronlease._safe_text import redact_secrets
 from cronlease.errors import ConfigError
 
-__all__ = ["PREPARE_THRESHOLD", "adopted", "threshold_for", "unprepared_while_ours"]
+__all__ = [
+    "PREPARE_THRESHOLD",
+    "adopted",
+    "threshold_for",
+    "unprepared_pool",
+    "unprepared_while_ours",
+]
 
 PREPARE_THRESHOLD = "prepare_threshold"
 _NEVER = ("none", "null", "off", "never")
@@ -76,6 +82,19 @@ def _threshold(value: object, where: str) -> int | None:
 def adopted(engine: Engine) -> bool:
     """Whether ``engine`` came from :func:`unprepared_while_ours`."""
     return bool(engine.get_execution_options().get(_ADOPTED))
+
+
+def unprepared_pool(engine: Engine, pool: Pool) -> None:
+    """Make ``pool`` — cronlease's own, made with ``engine``'s pool creator (the renewal
+    connection) — never prepare when ``engine`` is adopted: that creator is the
+    application's, with the application's ``prepare_threshold``."""
+    if not adopted(engine):
+        return  # cronlease's engine: its connect arguments say what the user chose
+
+    @event.listens_for(pool, "connect")
+    def _connected(dbapi_connection: Any, _record: Any) -> None:
+        if hasattr(dbapi_connection, PREPARE_THRESHOLD):
+            dbapi_connection.prepare_threshold = None
 
 
 def unprepared_while_ours(engine: Engine) -> Engine:

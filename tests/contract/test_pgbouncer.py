@@ -296,6 +296,11 @@ def test_an_adopted_engine_that_prepares_runs_ours_unprepared(
             dbapi_connection = conn.connection.dbapi_connection
             assert dbapi_connection is not None
             assert dbapi_connection.prepare_threshold == 5  # the application's own
+        # the renewal connection is cronlease's alone: nothing on it is prepared (the
+        # renewal itself never is; any other statement there would be, after 5)
+        for _ in range(10):
+            with store.heartbeat_engine.connect() as conn:
+                assert conn.exec_driver_sql("SELECT 1 + 1").scalar() == 2
     finally:
         store.dispose()
         app.dispose()
