@@ -70,14 +70,13 @@ def write_transaction(conn: Connection) -> Iterator[None]:
     (database.py).
     """
     if conn.dialect.name == "postgresql":
-        dbapi_connection = conn.connection.dbapi_connection
+        autocommit = bool(getattr(conn.connection.dbapi_connection, "autocommit", False))
+        if not autocommit:  # not a store connection: psycopg begins it, at this level
+            conn.execution_options(isolation_level="READ COMMITTED")  # reset when pooled
         with conn.begin():
-            if getattr(dbapi_connection, "autocommit", False):
-                # psycopg sends no BEGIN in autocommit; COMMIT and ROLLBACK still
-                # end the transaction the server has open
-                conn.exec_driver_sql(_PG_BEGIN)
-            else:  # not a store connection: psycopg begins it
-                conn.exec_driver_sql(_IDLE_BOUND)
+            # in autocommit psycopg sends no BEGIN, and its COMMIT and ROLLBACK still
+            # end the transaction the server has open
+            conn.exec_driver_sql(_PG_BEGIN if autocommit else _IDLE_BOUND)
             yield
         return
     with conn.begin():
