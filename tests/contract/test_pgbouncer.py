@@ -96,7 +96,7 @@ def user_engine(bouncer_store: LeaseStore) -> Iterator[Engine]:
 
 def test_acquisitions_through_pgbouncer(bouncer_store: LeaseStore, task_name: str) -> None:
     """90 acquisitions, 30 ticks of 3 tasks, each finished: none fails. With psycopg
-    preparing cronlease's statements, transaction pooling failed 85 of the 90 with
+    preparing cronlease's statements, transaction pooling failed 85 to 90 of them with
     'prepared statement "_pg3_0" does not exist'."""
     store = bouncer_store
     names = [f"{task_name}-{index}" for index in range(3)]
