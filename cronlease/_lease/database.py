@@ -3,9 +3,16 @@
 - A bare ``postgresql://`` URL means psycopg 3; ``mysql://`` and ``mariadb://`` mean PyMySQL.
 - PostgreSQL runs lease statements in autocommit (each is one atomic statement),
   so no transaction is held open and losers never see serialization failures.
+  Nothing is left on a server connection between transactions, so PgBouncer
+  works in transaction pooling as in session pooling (docs/design.md §3.10):
+  psycopg never prepares statements (``prepare_threshold=None``) unless the
+  URL or ``connect_args`` ask it to, and no setting is made on connect (the
+  renewal's time bound and the idle-in-transaction bound are ``SET LOCAL``,
+  in the transaction they bound).
 - MySQL/MariaDB (PyMySQL) sessions are READ COMMITTED and accept
   multi-statement queries, so each lease transaction is one request
-  (cronlease/_lease/dialects/mysql_script.py).
+  (cronlease/_lease/dialects/mysql_script.py). On MariaDB a session idle in a
+  transaction for :data:`IDLE_IN_TRANSACTION_TIMEOUT` is ended by the server.
 - SQLite uses WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for every transaction:
   a deferred transaction that later wants to write can fail at once with
   "database is locked" instead of waiting.
@@ -25,13 +32,14 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import QueuePool
 
-from cronlease._lease import sqlite_file
+from cronlease._lease import prepared, sqlite_file
 from cronlease._safe_text import redact_secrets
 from cronlease.errors import ConfigError
 
 __all__ = [
     "DEFAULT_URL",
     "HEARTBEAT_TIMEOUT",
+    "IDLE_IN_TRANSACTION_TIMEOUT",
     "RenewalEngine",
     "adopt_engine",
     "create_store_engine",
@@ -57,6 +65,14 @@ MAX_OVERFLOW = 8
 # a fresh connection. Leases are at least 1 s long and renewed every ttl/3, so a
 # renewal this slow costs only the leases that would have expired anyway.
 HEARTBEAT_TIMEOUT = 5.0
+# The longest a transaction cronlease opened may sit idle between its statements
+# before the server ends the session (PostgreSQL: the transactions of several
+# statements, SET LOCAL; MariaDB: every session, idle_transaction_timeout; MySQL
+# has no such setting). cronlease sends a transaction's statements one after the
+# other, so only a stalled process (SIGSTOP, swapping, a debugger) sits that long,
+# and the row locks of its transaction would otherwise hold every other replica's
+# statements on those rows until its connection ends, however long it is stopped.
+IDLE_IN_TRANSACTION_TIMEOUT = 5
 POOL_OPTIONS: dict[str, Any] = {
     "pool_size": POOL_SIZE,
     "max_overflow": MAX_OVERFLOW,
@@ -102,6 +118,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
         if backend == "sqlite":
             return _sqlite_engine(parsed, **options)
         if backend == "postgresql":
+            parsed, prepare = prepared.threshold_for(parsed, options.get("connect_args", {}))
             connect_args = {
                 "connect_timeout": CONNECT_TIMEOUT,
                 # A server that vanishes without closing the socket must fail a
@@ -112,6 +129,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 "keepalives_count": 3,
                 "tcp_user_timeout": 10_000,
                 **options.pop("connect_args", {}),
+                prepared.PREPARE_THRESHOLD: prepare,
             }
             return create_engine(
                 parsed,
@@ -124,7 +142,9 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 "connect_timeout": CONNECT_TIMEOUT,
                 # lease times are epoch seconds from the server clock in UTC
                 # A lock wait far past any tick's grace helps nobody.
-                "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10",
+                # /*M! ... */ is run by MariaDB only (MySQL has no such variable).
+                "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10"
+                f" /*M!100300 , idle_transaction_timeout = {IDLE_IN_TRANSACTION_TIMEOUT} */",
                 **options.pop("connect_args", {}),
             }
             engine = create_engine(
@@ -208,7 +228,9 @@ def _enable_wal(cursor: Any) -> None:
 def adopt_engine(engine: Engine) -> Engine:
     """An engine for lease statements with the settings of the user's ``engine``."""
     if engine.dialect.name == "postgresql":
-        return engine.execution_options(isolation_level="AUTOCOMMIT")
+        return prepared.unprepared_while_ours(
+            engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
     # SQLite needs BEGIN IMMEDIATE and MySQL a UTC session: both are set when
     # connecting, so build a pool of our own from the same URL.
     return create_store_engine(engine.url)
@@ -223,8 +245,11 @@ def heartbeat_engine(engine: Engine) -> Engine:
     creator, so it has the same URL, connect arguments, driver hooks and
     connect listeners (search_path, session time zone, SQLite pragmas); it is
     pinged before use, so it reconnects after a restart or failover; and every
-    statement on it is bounded by :data:`HEARTBEAT_TIMEOUT`, so one hung
-    renewal cannot stall every other lease's renewal for long.
+    renewal is bounded by :data:`HEARTBEAT_TIMEOUT`, so one hung renewal cannot
+    stall every other lease's renewal for long: by session settings on SQLite
+    and MySQL/MariaDB, by the statement itself on PostgreSQL (a ``SET LOCAL``
+    sent with it: a statement added to this connection there must carry its own,
+    ``DriverStatement(local=...)``).
     """
     source = engine.pool
     pool = QueuePool(
@@ -245,6 +270,8 @@ def heartbeat_engine(engine: Engine) -> Engine:
         def _begin(connection: Any) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
+    prepared.unprepared_pool(engine, pool)  # an adopted engine's creator: ours alone
+
     @event.listens_for(pool, "connect")
     def _bound(dbapi_connection: Any, _record: Any) -> None:
         _bound_statements(engine.dialect, dbapi_connection)
@@ -253,12 +280,19 @@ def heartbeat_engine(engine: Engine) -> Engine:
 
 
 def _bound_statements(dialect: Any, dbapi_connection: Any) -> None:
-    """Bound every statement of a heartbeat connection by HEARTBEAT_TIMEOUT, server-side."""
+    """Bound every statement of a heartbeat connection by HEARTBEAT_TIMEOUT, server-side.
+
+    Not on PostgreSQL: a session setting made on connect stays on the server
+    connection, which PgBouncer in transaction pooling hands to other clients,
+    while our next statement may run on another one. The renewal statement
+    carries its own bound instead (``SET LOCAL`` in the same request:
+    dialects/postgresql.py).
+    """
     seconds = HEARTBEAT_TIMEOUT
+    if dialect.name == "postgresql":
+        return
     if dialect.name == "sqlite":
         statements = [f"PRAGMA busy_timeout = {int(seconds * 1000)}"]
-    elif dialect.name == "postgresql":
-        statements = [f"SET statement_timeout = {int(seconds * 1000)}"]
     elif getattr(dialect, "is_mariadb", False):
         statements = [
             f"SET SESSION innodb_lock_wait_timeout = {max(1, int(seconds))}",
@@ -273,8 +307,6 @@ def _bound_statements(dialect: Any, dbapi_connection: Any) -> None:
             cursor.execute(statement)
     finally:
         cursor.close()
-    if dialect.name == "postgresql" and not getattr(dbapi_connection, "autocommit", True):
-        dbapi_connection.commit()  # the SET opened a transaction
 
 
 class RenewalEngine:
