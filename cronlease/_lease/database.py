@@ -23,9 +23,16 @@ from typing import Any
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.pool import QueuePool
 
 from cronlease._lease import sqlite_file
+from cronlease._lease.pool import ConnectState, StorePool
+from cronlease._lease.settings import (
+    DEFAULT_POOL,
+    PoolKeywords,
+    PoolSettings,
+    pool_from_url,
+    resolve_pool,
+)
 from cronlease._safe_text import redact_secrets
 from cronlease.errors import ConfigError
 
@@ -34,34 +41,23 @@ __all__ = [
     "HEARTBEAT_TIMEOUT",
     "RenewalEngine",
     "adopt_engine",
+    "connect_state",
     "create_store_engine",
     "heartbeat_engine",
     "normalize_url",
     "redact",
+    "scheduler_engine",
+    "side_pool",
 ]
 
 DEFAULT_URL = "sqlite:///cronlease.db"
 CONNECT_TIMEOUT = 5
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# Bounded per replica: at most POOL_SIZE + MAX_OVERFLOW connections. A replica
-# holds a connection only for the length of one lease transaction, from at most
-# three threads at once in steady state — the acquirer (one batch per pass),
-# the leader of a group finish, and the heartbeat thread — plus catch-up ticks
-# and manual runs on start-up. Four stay open (no reconnect per tick); the
-# overflow absorbs start-up bursts; a burst beyond it waits (pool_timeout)
-# instead of opening connections without limit on a shared server.
-POOL_SIZE = 4
-MAX_OVERFLOW = 8
 # The longest a lease renewal (one statement for every lease of the replica) may
 # take, lock waits included: a hung one fails, is logged, and is retried soon on
 # a fresh connection. Leases are at least 1 s long and renewed every ttl/3, so a
 # renewal this slow costs only the leases that would have expired anyway.
 HEARTBEAT_TIMEOUT = 5.0
-POOL_OPTIONS: dict[str, Any] = {
-    "pool_size": POOL_SIZE,
-    "max_overflow": MAX_OVERFLOW,
-    "pool_timeout": 10,
-}
 
 logger = logging.getLogger("cronlease")
 
@@ -94,13 +90,34 @@ def redact(url: str | URL) -> str:
         return "<invalid URL>"
 
 
-def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
-    """An engine configured for lease statements on ``url`` (default SQLite file)."""
-    parsed = normalize_url(url or DEFAULT_URL)
+def create_store_engine(
+    url: str | URL | None = None,
+    *,
+    connect_args: dict[str, Any] | None = None,
+    base: PoolSettings = DEFAULT_POOL,
+    **pool: Any,
+) -> Engine:
+    """An engine configured for lease statements on ``url`` (default SQLite file).
+
+    ``pool`` holds the settings of :class:`~cronlease._lease.settings.PoolSettings`
+    (None: not given); they win over the same parameters in the URL's query,
+    which are taken out before the URL reaches the driver; ``base`` fills the
+    rest. ``connect_args`` go to the driver's ``connect()``.
+    """
+    parsed, from_url = pool_from_url(normalize_url(url or DEFAULT_URL))
+    settings = resolve_pool(from_url, pool, base=base)
     backend = parsed.get_backend_name()
+    options: dict[str, Any] = {
+        "poolclass": StorePool,
+        "pool_size": settings.pool_size,
+        "max_overflow": settings.max_overflow,
+        "pool_timeout": settings.pool_timeout,
+        "idle_timeout": settings.pool_idle_timeout,
+    }
+    given = dict(connect_args or {})
     try:
         if backend == "sqlite":
-            return _sqlite_engine(parsed, **options)
+            return _sqlite_engine(parsed, given, **options)
         if backend == "postgresql":
             connect_args = {
                 "connect_timeout": CONNECT_TIMEOUT,
@@ -111,13 +128,13 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 "keepalives_interval": 2,
                 "keepalives_count": 3,
                 "tcp_user_timeout": 10_000,
-                **options.pop("connect_args", {}),
+                **given,
             }
             return create_engine(
                 parsed,
                 isolation_level="AUTOCOMMIT",
                 connect_args=connect_args,
-                **{**POOL_OPTIONS, **options},
+                **options,
             )
         if backend in ("mysql", "mariadb"):
             connect_args = {
@@ -125,7 +142,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 # lease times are epoch seconds from the server clock in UTC
                 # A lock wait far past any tick's grace helps nobody.
                 "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10",
-                **options.pop("connect_args", {}),
+                **given,
             }
             engine = create_engine(
                 parsed,
@@ -136,7 +153,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 # ROLLBACK on return would be one more round trip per statement.
                 pool_reset_on_return=None,
                 connect_args=connect_args,
-                **{**POOL_OPTIONS, **options},
+                **options,
             )
             if engine.dialect.driver == "pymysql":
                 # One request per lease transaction (multi-statement queries).
@@ -156,14 +173,23 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
     )
 
 
-def _sqlite_engine(url: URL, **options: Any) -> Engine:
+def connect_state(engine: Engine) -> ConnectState | None:
+    """Why ``engine``'s pool makes no new connection now (None: it does, or it is
+    not a pool cronlease made)."""
+    pool = engine.pool
+    return pool.gate.state() if isinstance(pool, StorePool) else None
+
+
+def _sqlite_engine(url: URL, connect_args: dict[str, Any], **options: Any) -> Engine:
     if url.database in (None, "", ":memory:") or "mode=memory" in str(url):
         # Each pooled connection would see its own empty database.
         raise ConfigError(
             "an in-memory SQLite database cannot hold leases: use a file, e.g. sqlite:///cronlease.db"
         )
-    connect_args = {"check_same_thread": False, **options.pop("connect_args", {})}
-    engine = create_engine(url, connect_args=connect_args, **options)
+    # One connection stays open whatever its idleness: it pins the file (§5.17).
+    engine = create_engine(
+        url, connect_args={"check_same_thread": False, **connect_args}, keep=1, **options
+    )
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: Any, _record: Any) -> None:
@@ -205,6 +231,27 @@ def _enable_wal(cursor: Any) -> None:
             time.sleep(0.02)
 
 
+def scheduler_engine(
+    url: str | None,
+    engine: Engine | None,
+    pool: PoolKeywords,
+    connect_args: dict[str, Any] | None,
+) -> Engine:
+    """The store engine of a ``Scheduler``: made from ``url`` with the pool settings
+    given, or adopted from the user's ``engine``, whose pool is the user's to configure."""
+    given = pool.given()
+    if engine is None:
+        return create_store_engine(url, connect_args=connect_args, **given)
+    if connect_args is not None:
+        given["connect_args"] = connect_args
+    if given:
+        raise ConfigError(
+            f"{next(iter(given))}= configures an engine cronlease makes: with engine=, "
+            "configure your engine instead (or pass the URL and let cronlease make it)"
+        )
+    return adopt_engine(engine)
+
+
 def adopt_engine(engine: Engine) -> Engine:
     """An engine for lease statements with the settings of the user's ``engine``."""
     if engine.dialect.name == "postgresql":
@@ -224,20 +271,11 @@ def heartbeat_engine(engine: Engine) -> Engine:
     connect listeners (search_path, session time zone, SQLite pragmas); it is
     pinged before use, so it reconnects after a restart or failover; and every
     statement on it is bounded by :data:`HEARTBEAT_TIMEOUT`, so one hung
-    renewal cannot stall every other lease's renewal for long.
+    renewal cannot stall every other lease's renewal for long. Its connection
+    is closed once unused for the store's ``pool_idle_timeout`` (no run in
+    progress), and it reconnects through the store pool's connect gate.
     """
-    source = engine.pool
-    pool = QueuePool(
-        source._creator,
-        pool_size=1,
-        max_overflow=0,
-        timeout=HEARTBEAT_TIMEOUT,
-        pre_ping=True,
-        recycle=source._recycle,
-        reset_on_return=source._reset_on_return,
-        _dispatch=source.dispatch,
-        dialect=source._dialect,
-    )
+    pool = side_pool(engine, PoolSettings(pool_size=1, max_overflow=0), timeout=HEARTBEAT_TIMEOUT)
     own = Engine(pool, engine.dialect, engine.url, execution_options=engine.get_execution_options())
     if engine.dialect.name == "sqlite":
         # BEGIN IMMEDIATE, as on the store's engine (an engine event, not a pool one).
@@ -250,6 +288,28 @@ def heartbeat_engine(engine: Engine) -> Engine:
         _bound_statements(engine.dialect, dbapi_connection)
 
     return own
+
+
+def side_pool(engine: Engine, settings: PoolSettings, *, timeout: float) -> StorePool:
+    """A pool of its own beside ``engine``'s, connecting as it does: made by its pool
+    creator, with its connect listeners, recycle and reset rules, idle timeout and
+    connect gate (when cronlease made it). Pinged before use, so it reconnects
+    after a restart or a failover."""
+    source = engine.pool
+    ours = source if isinstance(source, StorePool) else None
+    return StorePool(
+        source._creator,
+        idle_timeout=ours.idle_timeout if ours else DEFAULT_POOL.pool_idle_timeout,
+        gate=ours.gate if ours else None,
+        pool_size=settings.pool_size,
+        max_overflow=settings.max_overflow,
+        timeout=timeout,
+        pre_ping=True,
+        recycle=source._recycle,
+        reset_on_return=source._reset_on_return,
+        _dispatch=source.dispatch,
+        dialect=source._dialect,
+    )
 
 
 def _bound_statements(dialect: Any, dbapi_connection: Any) -> None:
