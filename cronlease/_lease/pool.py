@@ -109,13 +109,16 @@ class ConnectGate:
         self._failing_since = 0.0
         self._retry_at = 0.0
         self._error: BaseException | None = None
-        #: attempts that reached the server (or tried to), for tests and benchmarks
+        #: attempts that reached the server (or tried to), and those failed at once
+        #: during a backoff instead: for tests and benchmarks
         self.attempts = 0
+        self.held_back = 0
 
     def connect(self, create: Callable[[], T]) -> T:
         with self._lock:
             error = self._error
             if error is not None and self._clock() < self._retry_at:
+                self.held_back += 1
                 # A copy, with no traceback: the same object raised over and over
                 # would grow its traceback, and the kind of error (no answer, or an
                 # answer such as a refused password) stays what the server said.
