@@ -28,6 +28,7 @@ from cronlease._lease import sqlite_file
 from cronlease._lease.pool import ConnectState, StorePool
 from cronlease._lease.settings import (
     DEFAULT_POOL,
+    READER_POOL,
     PoolKeywords,
     PoolSettings,
     pool_from_url,
@@ -45,6 +46,7 @@ __all__ = [
     "create_store_engine",
     "heartbeat_engine",
     "normalize_url",
+    "reader_engine",
     "redact",
     "scheduler_engine",
     "side_pool",
@@ -58,6 +60,8 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 # a fresh connection. Leases are at least 1 s long and renewed every ttl/3, so a
 # renewal this slow costs only the leases that would have expired anyway.
 HEARTBEAT_TIMEOUT = 5.0
+#: how long a page's read waits for its one connection (another request's read)
+READER_TIMEOUT = 10.0
 
 logger = logging.getLogger("cronlease")
 
@@ -276,16 +280,30 @@ def heartbeat_engine(engine: Engine) -> Engine:
     progress), and it reconnects through the store pool's connect gate.
     """
     pool = side_pool(engine, PoolSettings(pool_size=1, max_overflow=0), timeout=HEARTBEAT_TIMEOUT)
+    own = _sibling(engine, pool)
+
+    @event.listens_for(pool, "connect")
+    def _bound(dbapi_connection: Any, _record: Any) -> None:
+        _bound_statements(engine.dialect, dbapi_connection)
+
+    return own
+
+
+def reader_engine(engine: Engine) -> Engine:
+    """A one-connection engine for the status page's reads, connecting as ``engine``
+    does (:func:`side_pool`): a page refreshed by many browsers never takes a
+    connection the replica's acquirer or finisher is waiting for."""
+    pool = side_pool(engine, READER_POOL, timeout=READER_TIMEOUT)
+    return _sibling(engine, pool)
+
+
+def _sibling(engine: Engine, pool: StorePool) -> Engine:
     own = Engine(pool, engine.dialect, engine.url, execution_options=engine.get_execution_options())
     if engine.dialect.name == "sqlite":
         # BEGIN IMMEDIATE, as on the store's engine (an engine event, not a pool one).
         @event.listens_for(own, "begin")
         def _begin(connection: Any) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
-
-    @event.listens_for(pool, "connect")
-    def _bound(dbapi_connection: Any, _record: Any) -> None:
-        _bound_statements(engine.dialect, dbapi_connection)
 
     return own
 

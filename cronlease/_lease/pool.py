@@ -18,13 +18,17 @@ SQLAlchemy's ``QueuePool`` with three changes (docs/design.md §5.26):
   stays in the pool and reconnects on its next checkout, as after an
   invalidation. A SQLite store keeps one connection open: it pins the file's
   inode, which the deleted-file guard relies on (§5.17).
-- **the connect gate** (:class:`ConnectGate`): after a failed attempt to
-  connect, no new connection is tried before a backoff (0.5 s doubling to
+- **the connect gate** (:class:`ConnectGate`): after a server *refused* a
+  connection (it answered: too many clients, slots reserved, a role's limit,
+  a password refused — each a FATAL line in its log and a backend started for
+  nothing), no new connection is tried before a backoff (0.5 s doubling to
   15 s, jittered); checkouts meanwhile fail at once with the last error,
   without a round trip. A full server (``max_connections``) is then asked by
   each replica every 15 s at most, not on every tick and every renewal: its
   log took 1,816 FATAL lines from 60 replicas, 15 of which could not connect.
-  The store's pool and its renewal pool share one gate.
+  A server that did not answer (down, unreachable) costs nothing to ask and is
+  asked again at once, so the replica is back the moment it is. The store's
+  pool and its renewal pool share one gate.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ __all__ = [
     "ConnectState",
     "StorePool",
     "Sweeper",
+    "server_refused",
 ]
 
 logger = logging.getLogger("cronlease")
@@ -106,6 +111,7 @@ class ConnectGate:
         self._clock = clock
         self._lock = threading.Lock()
         self._failures = 0
+        self._refusals = 0  # of the failures in a row, those the server answered
         self._failing_since = 0.0
         self._retry_at = 0.0
         self._error: BaseException | None = None
@@ -130,7 +136,7 @@ class ConnectGate:
             self._failed(exc)
             raise
         with self._lock:
-            self._failures, self._error = 0, None
+            self._failures, self._refusals, self._error = 0, 0, None
         return connection
 
     def _failed(self, exc: BaseException) -> None:
@@ -139,10 +145,15 @@ class ConnectGate:
             if self._failures == 0:
                 self._failing_since = now
             self._failures += 1
-            wait = min(self._cap, self._first * 2 ** (self._failures - 1))
+            self._error = exc
+            if not server_refused(exc):
+                self._retry_at = now  # nothing answered: try again whenever asked
+                self._refusals = 0
+                return
+            self._refusals += 1
+            wait = min(self._cap, self._first * 2 ** (self._refusals - 1))
             # half fixed, half random: replicas that failed together spread out
             self._retry_at = now + wait / 2 + self._jitter() * wait / 2
-            self._error = exc
         if self._failures == 1:
             logger.debug("connecting failed (%s); backing off", exc)
 
@@ -158,6 +169,20 @@ class ConnectGate:
                 retry_in=max(0.0, self._retry_at - now),
                 error=" ".join(str(self._error).split())[:300],
             )
+
+
+def server_refused(exc: BaseException) -> bool:
+    """Whether a failed connect was the server's answer (it logged it), not silence.
+
+    PyMySQL: a server error number (1000-1999: 1040 too many connections, 1045
+    access denied, 1203 a user's limit); its own 2000s are the client's. libpq
+    (psycopg) writes the server's message after its severity, ``FATAL:``; a
+    server whose messages are translated is not recognised, and is asked again
+    at once as before."""
+    args: tuple[Any, ...] = getattr(exc, "args", ())
+    if type(exc).__module__.startswith(("pymysql", "MySQLdb")):
+        return bool(args) and isinstance(args[0], int) and 1000 <= args[0] < 2000
+    return "FATAL:" in str(exc)
 
 
 def _fresh(error: BaseException) -> BaseException:

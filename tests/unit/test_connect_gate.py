@@ -1,11 +1,12 @@
-"""The connect gate's backoff: doubling from 0.5 s to 15 s, half of it random, reset by a
-success; during it an attempt fails at once with a copy of the last error."""
+"""The connect gate's backoff after a server refused a connection: doubling from 0.5 s to
+15 s, half of it random, reset by a success; during it an attempt fails at once with a
+copy of the last error. A server that did not answer is asked again at once."""
 
 from __future__ import annotations
 
 import pytest
 
-from cronlease._lease.pool import BACKOFF_CAP, BACKOFF_FIRST, ConnectGate
+from cronlease._lease.pool import BACKOFF_CAP, BACKOFF_FIRST, ConnectGate, server_refused
 
 
 class Refused(Exception):
@@ -21,7 +22,11 @@ class Clock:
 
 
 def refuse() -> object:
-    raise Refused("FATAL: sorry, too many clients already")
+    raise Refused('connection to server at "db", port 5432 failed: FATAL:  sorry, too many clients')
+
+
+def silence() -> object:
+    raise Refused('connection to server at "db", port 5432 failed: Connection refused')
 
 
 @pytest.mark.parametrize("jitter", [0.0, 1.0])
@@ -70,3 +75,28 @@ def test_a_success_ends_the_backoff() -> None:
         gate.connect(refuse)
     state = gate.state()
     assert state is not None and state.failures == 1 and state.retry_in == BACKOFF_FIRST / 2
+
+
+def test_a_server_that_did_not_answer_is_asked_again_at_once() -> None:
+    clock = Clock()
+    gate = ConnectGate(jitter=lambda: 0.5, clock=clock)
+    for _ in range(3):
+        with pytest.raises(Refused):
+            gate.connect(silence)
+    assert gate.attempts == 3 and gate.held_back == 0
+    state = gate.state()
+    assert state is not None and state.failures == 3 and state.retry_in == 0
+    with pytest.raises(Refused):  # the server is up and full now: the backoff starts
+        gate.connect(refuse)
+    state = gate.state()
+    assert state is not None and state.failures == 4 and state.retry_in == BACKOFF_FIRST * 0.75
+
+
+def test_which_failures_are_the_servers_answer() -> None:
+    import pymysql
+
+    assert server_refused(pymysql.err.OperationalError(1040, "Too many connections"))
+    assert server_refused(pymysql.err.OperationalError(1045, "Access denied"))
+    assert not server_refused(pymysql.err.OperationalError(2003, "Can't connect to MySQL"))
+    assert server_refused(Exception("failed: FATAL:  remaining connection slots are reserved"))
+    assert not server_refused(Exception("failed: timeout expired"))
