@@ -8,8 +8,8 @@ SQLAlchemy's ``QueuePool`` with three changes (docs/design.md §5.26):
   and the finisher meeting at one instant share the one connection instead of
   opening (and at once closing) a second one on every tick; a statement that
   holds its connection longer (a lock wait, a large batch) still gets a second.
-  When a new connection cannot be made (the server is full, the gate below is
-  closed) and connections of this pool are in use, the checkout waits for one
+  When the server refuses a new connection (it is full; or the gate below
+  holds it back) and connections of this pool are in use, the checkout waits for one
   of those, up to ``pool_timeout``, instead of failing: a replica whose server
   refuses more connections works on the ones it has.
 - **idle close**: a kept connection unused for ``idle_timeout`` seconds is
@@ -249,9 +249,10 @@ class StorePool(QueuePool):
             return super()._do_get()
         except sa_exc.TimeoutError:
             raise
-        except Exception:
-            # No new connection. Connections of this pool are in use: wait for one.
-            if self._overflow + self._pool.maxsize <= 0:
+        except Exception as exc:
+            # The server refused a new connection (it is full); connections of this
+            # pool are in use: wait for one. A server that did not answer fails now.
+            if not server_refused(exc) or self._overflow + self._pool.maxsize <= 0:
                 raise
             try:
                 return self._pool.get(True, self._timeout)

@@ -7,6 +7,7 @@ database password from any text that came from the driver or a task.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -47,14 +48,18 @@ def collect_status(page: PageSource) -> dict[str, Any]:
     the page's own pool (the replica's health too). Reads only; never raises StoreError."""
     declared = page.declared_tasks()
     now = datetime.now(timezone.utc)
+    scheduler = page.scheduler
     snapshot = read_snapshot(
         page.reader,
         declared,
         runs=page.runs,
-        clock=True,
+        # a replica measures its clock every 5 minutes: shown as measured, not again
+        clock=scheduler is None,
         abandoned=True,
         empty_without_tables=True,  # a database no replica has used yet is shown empty
     )
+    if scheduler is not None and snapshot.error is None:
+        snapshot = replace(snapshot, clock=scheduler.clock_skew)
     report = build_report(
         snapshot,
         declared,
@@ -65,7 +70,6 @@ def collect_status(page: PageSource) -> dict[str, Any]:
         scrub=Scrubber.of(page.store),
     )
     result: dict[str, Any] = {**report_json(report), "title": page.title, "replica": None}
-    scheduler = page.scheduler
     if scheduler is not None:
         result["replica"] = {
             "holder": scheduler.holder,
