@@ -67,7 +67,7 @@ class Scheduler(TaskDeclarations):
     its own (gunicorn ``--preload`` with a scheduler started at import); by
     default a child only drops the inherited connections and schedules nothing.
 
-    The pool (§5.26; not with ``engine=``): ``pool_size`` connections kept (1),
+    The pool (§8; not with ``engine=``): ``pool_size`` connections kept (1),
     ``max_overflow`` more for bursts (2), ``pool_timeout`` s a checkout waits (10),
     ``pool_idle_timeout`` s before an unused one closes (60); ``connect_args`` go to
     the driver. Each wins over the same parameter in the URL's query.
@@ -336,7 +336,7 @@ class Scheduler(TaskDeclarations):
     ) -> Health:
         """Problems a probe should fail on: the database unreachable for longer than
         ``database_threshold`` seconds (and why no connection can be made), a task
-        overdue, this replica stalled (design §5.17-18, §5.26). Two statements on its
+        overdue, this replica stalled (design §5.17-18, §8). Two statements on its
         pool, unless given the ``snapshot`` read for something else (the status page)."""
         if snapshot is None:
             declared = [DeclaredTask.of(task) for task in self._tasks.values()]

@@ -1,6 +1,6 @@
 """The pool of a lease store: few connections, closed when idle, reconnects backed off.
 
-SQLAlchemy's ``QueuePool`` with three changes (docs/design.md §5.26):
+SQLAlchemy's ``QueuePool`` with three changes (docs/design.md §8):
 
 - **overflow last**: a checkout that finds every kept connection in use
   waits up to :data:`OVERFLOW_WAIT` for one to come back before it opens an

@@ -1,4 +1,4 @@
-"""The connection settings of a replica, the same on every backend (docs/design.md §5.26).
+"""The connection settings of a replica, the same on every backend (docs/design.md §8).
 
 Three places can give them, for three kinds of deployment:
 

@@ -1,5 +1,5 @@
 """What ``Scheduler.health()`` reports, from a snapshot of the store and the replica's
-own state (docs/design.md §5.18, §5.26): the database unreachable past the threshold
+own state (docs/design.md §5.18, §8): the database unreachable past the threshold
 (with why no connection can be made, when none can), a task overdue, a stalled timer."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Layout of the table (every key optional; ``CRONLEASE_DATABASE_URL`` overrides ``
     connect_args = { sslmode = "require" }   # passed to the driver's connect()
 
 The pool keys win over the same parameters in the URL's query (a WARNING when
-they differ; docs/design.md §5.26). Every problem is a one-line
+they differ; docs/design.md §8). Every problem is a one-line
 :class:`~cronlease.errors.ConfigFileError` naming the file, the line and the
 key as ``database.KEY``.
 """

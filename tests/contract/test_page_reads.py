@@ -1,4 +1,4 @@
-"""The status page reads through a pool of its own, once per snapshot (docs/design.md §5.26).
+"""The status page reads through a pool of its own, once per snapshot (docs/design.md §8).
 
 Before issue 14 every request read through the scheduler's own pool — eight
 statements a request (lease rows, the clock three times, recent runs, abandoned

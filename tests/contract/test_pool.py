@@ -1,5 +1,5 @@
 """The store's pool on real servers: idle connections closed, overflow opened last, a full
-server worked around and not hammered (docs/design.md §5.26).
+server worked around and not hammered (docs/design.md §8).
 
 Server-side facts are read from the server: a connection closed for idleness is
 gone from ``pg_stat_activity`` / ``information_schema.processlist`` by its

@@ -1,5 +1,5 @@
 """More replicas than the server has connections for: the ones left out back off, say so,
-and get to work once connections free (docs/design.md §5.26).
+and get to work once connections free (docs/design.md §8).
 
 A throw-away PostgreSQL cluster (tests/support/pgcluster.py) with
 ``max_connections = 10`` (3 reserved for superusers: 7 for the replicas' role)
