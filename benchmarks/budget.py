@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 
@@ -109,6 +110,14 @@ def measure(
     lines = [line.split() for path in folder.iterdir() for line in path.read_text().splitlines()]
     pairs = [(name, int(slot)) for name, slot in lines]
     warnings = sum(err.count("WARNING") + err.count("ERROR") for err in errors)
+    said = Counter(
+        line.split(":", 2)[-1][:110]
+        for err in errors
+        for line in err.splitlines()
+        if line.startswith(("WARNING", "ERROR"))
+    )
+    for line, count in said.most_common(4):
+        print(f"  {label} {every}: {count} x {line}")
     return {
         "per_replica_peak": peak,
         "per_replica_mean": round(mean, 2),

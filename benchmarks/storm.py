@@ -7,11 +7,15 @@ version, measured the same way first), started together (a cold start), each
 with five tasks every 1, 2, 3, 5 and 10 s whose runs append to a ledger file
 of the replica's own (no connection of its own). Reported:
 
-- phase A (``--duration`` s after every replica started): replicas that never
-  ran a task, FATAL lines in the server's log (a refused connection each),
-  connections in use (mean and peak);
-- phase B: ``--leave`` replicas that ran stop; over the next ``--after`` s, how
-  many of those left out in phase A ran a task, and the FATAL lines;
+- phase A (``--duration`` s after every replica started): replicas never seen
+  connected (``pg_stat_activity`` sampled every 0.25 s, by application name),
+  replicas that never ran a task (with five tasks a fleet runs two ticks a
+  second, so a connected replica may win none), FATAL lines in the server's log
+  (a refused connection each), connections in use (mean and peak, and per
+  connected replica);
+- phase B: ``--leave`` replicas that were connected and ran stop; over the next
+  ``--after`` s, how many of those left out in phase A connected and ran a task,
+  and the FATAL lines;
 - duplicates (a slot twice in the ledgers), WARNING/ERROR lines in the replicas'
   logs.
 
@@ -89,14 +93,19 @@ def measure(code: Path, args: argparse.Namespace) -> dict[str, float]:
         time.sleep(args.duration)
         fatal_a = cluster.fatal_lines() - fatal_start
         window_a = sampler.between(up, time.time())
-        left_out = [i for i in range(args.replicas) if not ran(ledgers[i])]
-        working = [i for i in range(args.replicas) if i not in left_out]
+        a_end = time.time()
+        connected_a = {name for counts in sampler.between(up, a_end) for name in counts}
+        left_out = [i for i in range(args.replicas) if f"{prefix}{i}" not in connected_a]
+        never_ran = [i for i in range(args.replicas) if not ran(ledgers[i])]
+        working = [i for i in range(args.replicas) if i not in left_out and i not in never_ran]
         leaving = working[: args.leave]
         stop_replicas([procs[i] for i in leaving])
         b_start = time.time()
         time.sleep(args.after)
         fatal_b = cluster.fatal_lines() - fatal_start - fatal_a
-        joined = sum(ran(ledgers[i], b_start) for i in left_out)
+        connected_b = {name for counts in sampler.between(b_start, time.time()) for name in counts}
+        joined = sum(f"{prefix}{i}" in connected_b for i in left_out)
+        joined_ran = sum(ran(ledgers[i], b_start) for i in left_out)
         errors = stop_replicas([proc for i, proc in enumerate(procs) if i not in leaving])
         sampler.stop()
     finally:
@@ -106,13 +115,19 @@ def measure(code: Path, args: argparse.Namespace) -> dict[str, float]:
         line.split() for path in ledgers if path.exists() for line in path.read_text().splitlines()
     ]
     pairs = [(name, slot) for name, slot, _ in rows]
+    per_connected = [counts[name] for counts in window_a for name in counts if counts[name]]
     return {
-        "never_ran_in_a": len(left_out),
+        "never_connected_in_a": len(left_out),
+        "never_ran_in_a": len(never_ran),
+        "connections_per_connected_replica_a": round(statistics.fmean(per_connected), 2)
+        if per_connected
+        else 0,
         "fatal_in_a": fatal_a,
         "fatal_per_minute_a": round(fatal_a * 60 / args.duration, 1),
         "connections_mean_a": round(statistics.fmean(totals), 1) if totals else 0,
         "connections_peak_a": max(totals, default=0),
-        "left_out_that_ran_in_b": joined,
+        "left_out_that_connected_in_b": joined,
+        "left_out_that_ran_in_b": joined_ran,
         "fatal_in_b": fatal_b,
         "duplicates": len(pairs) - len(set(pairs)),
         "warnings": sum(err.count("WARNING") + err.count("ERROR") for err in errors),

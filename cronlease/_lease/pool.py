@@ -119,6 +119,11 @@ class ConnectGate:
         #: during a backoff instead: for tests and benchmarks
         self.attempts = 0
         self.held_back = 0
+        _GATES.add(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: a parent thread may have held the lock at the fork."""
+        self._lock = threading.Lock()
 
     def connect(self, create: Callable[[], T]) -> T:
         with self._lock:
@@ -360,4 +365,23 @@ class Sweeper:
                 self._wake_at = due
 
 
+    def after_fork(self) -> None:
+        """In a forked child: no sweeper thread, and a fresh lock (a parent thread may
+        have held it at the fork); the next checkin starts the thread again."""
+        self._changed = threading.Condition()
+        self._thread = None
+        self._wake_at = None
+
+
+_GATES: weakref.WeakSet[ConnectGate] = weakref.WeakSet()
 SWEEPER = Sweeper()
+
+
+def _after_fork_in_child() -> None:
+    SWEEPER.after_fork()
+    for gate in list(_GATES):
+        gate.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
