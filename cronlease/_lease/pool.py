@@ -204,6 +204,10 @@ class StorePool(QueuePool):
     idleness. Its arguments are named so ``create_engine(poolclass=StorePool,
     idle_timeout=..., gate=...)`` passes them on."""
 
+    # SQLAlchemy names a pool's logger after its class's module: keep its lines under
+    # "sqlalchemy.pool", where they were, not under the "cronlease" logger
+    _sqla_logger_namespace = "sqlalchemy.pool.impl.QueuePool"
+
     def __init__(
         self,
         creator: Any,
