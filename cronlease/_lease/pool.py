@@ -368,7 +368,6 @@ class Sweeper:
                     due = current
                 self._wake_at = due
 
-
     def after_fork(self) -> None:
         """In a forked child: no sweeper thread, and a fresh lock (a parent thread may
         have held it at the fork); the next checkin starts the thread again."""
