@@ -279,7 +279,12 @@ def heartbeat_engine(engine: Engine) -> Engine:
     is closed once unused for the store's ``pool_idle_timeout`` (no run in
     progress), and it reconnects through the store pool's connect gate.
     """
-    pool = side_pool(engine, PoolSettings(pool_size=1, max_overflow=0), timeout=HEARTBEAT_TIMEOUT)
+    pool = side_pool(
+        engine,
+        PoolSettings(pool_size=1, max_overflow=0),
+        timeout=HEARTBEAT_TIMEOUT,
+        pre_ping=True,
+    )
     own = _sibling(engine, pool)
 
     @event.listens_for(pool, "connect")
@@ -292,8 +297,10 @@ def heartbeat_engine(engine: Engine) -> Engine:
 def reader_engine(engine: Engine) -> Engine:
     """A one-connection engine for the status page's reads, connecting as ``engine``
     does (:func:`side_pool`): a page refreshed by many browsers never takes a
-    connection the replica's acquirer or finisher is waiting for."""
-    pool = side_pool(engine, READER_POOL, timeout=READER_TIMEOUT)
+    connection the replica's acquirer or finisher is waiting for. Not pinged (a
+    round trip per statement): a read whose connection broke is retried once on a
+    fresh one, as on the store's own pool (§3.8)."""
+    pool = side_pool(engine, READER_POOL, timeout=READER_TIMEOUT, pre_ping=False)
     return _sibling(engine, pool)
 
 
@@ -308,11 +315,13 @@ def _sibling(engine: Engine, pool: StorePool) -> Engine:
     return own
 
 
-def side_pool(engine: Engine, settings: PoolSettings, *, timeout: float) -> StorePool:
+def side_pool(
+    engine: Engine, settings: PoolSettings, *, timeout: float, pre_ping: bool
+) -> StorePool:
     """A pool of its own beside ``engine``'s, connecting as it does: made by its pool
     creator, with its connect listeners, recycle and reset rules, idle timeout and
-    connect gate (when cronlease made it). Pinged before use, so it reconnects
-    after a restart or a failover."""
+    connect gate (when cronlease made it). ``pre_ping``: a round trip per checkout,
+    so a broken connection is replaced before the statement, not retried after."""
     source = engine.pool
     ours = source if isinstance(source, StorePool) else None
     return StorePool(
@@ -322,7 +331,7 @@ def side_pool(engine: Engine, settings: PoolSettings, *, timeout: float) -> Stor
         pool_size=settings.pool_size,
         max_overflow=settings.max_overflow,
         timeout=timeout,
-        pre_ping=True,
+        pre_ping=pre_ping,
         recycle=source._recycle,
         reset_on_return=source._reset_on_return,
         _dispatch=source.dispatch,
