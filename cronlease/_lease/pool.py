@@ -370,7 +370,10 @@ class Sweeper:
 
     def after_fork(self) -> None:
         """In a forked child: no sweeper thread, and a fresh lock (a parent thread may
-        have held it at the fork); the next checkin starts the thread again."""
+        have held it at the fork); the next checkin starts the thread again. The
+        parent's pools are forgotten: closing their connections from here would end
+        the parent's sessions (a child disposes them with ``close=False``)."""
+        self._pools = weakref.WeakSet()
         self._changed = threading.Condition()
         self._thread = None
         self._wake_at = None

@@ -9,6 +9,7 @@ with ``CONNECTION LIMIT 1``, a port nothing listens on).
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -247,4 +248,30 @@ def test_a_server_that_does_not_answer_is_asked_again_at_once(
         assert pool.gate.state() is None
     finally:
         proxy.down()
+        store.dispose()
+
+
+def test_a_forked_child_never_closes_the_parents_idle_connections(tmp_path: Path) -> None:
+    from cronlease._lease.pool import SWEEPER
+
+    url = url_for("postgresql", tmp_path)
+    store = LeaseStore(create_store_engine(url))
+    pool = store.engine.pool
+    assert isinstance(pool, StorePool)
+    try:
+        ident = backend_id(store.engine)
+        pid = os.fork()
+        if pid == 0:  # the child: the inherited connection looks idle here; sweep
+            code = 1
+            try:
+                pool.idle_timeout = 0.0
+                SWEEPER.sweep()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert alive(url, ident), "the child ended the parent's session"
+        assert backend_id(store.engine) == ident  # the parent's connection, still working
+    finally:
         store.dispose()
