@@ -30,9 +30,17 @@ from typing import Any
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.pool import QueuePool
 
 from cronlease._lease import prepared, sqlite_file
+from cronlease._lease.pool import ConnectState, StorePool
+from cronlease._lease.settings import (
+    DEFAULT_POOL,
+    READER_POOL,
+    PoolKeywords,
+    PoolSettings,
+    pool_from_url,
+    resolve_pool,
+)
 from cronlease._safe_text import redact_secrets
 from cronlease.errors import ConfigError
 
@@ -42,24 +50,19 @@ __all__ = [
     "IDLE_IN_TRANSACTION_TIMEOUT",
     "RenewalEngine",
     "adopt_engine",
+    "connect_state",
     "create_store_engine",
     "heartbeat_engine",
     "normalize_url",
+    "reader_engine",
     "redact",
+    "scheduler_engine",
+    "side_pool",
 ]
 
 DEFAULT_URL = "sqlite:///cronlease.db"
 CONNECT_TIMEOUT = 5
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# Bounded per replica: at most POOL_SIZE + MAX_OVERFLOW connections. A replica
-# holds a connection only for the length of one lease transaction, from at most
-# three threads at once in steady state — the acquirer (one batch per pass),
-# the leader of a group finish, and the heartbeat thread — plus catch-up ticks
-# and manual runs on start-up. Four stay open (no reconnect per tick); the
-# overflow absorbs start-up bursts; a burst beyond it waits (pool_timeout)
-# instead of opening connections without limit on a shared server.
-POOL_SIZE = 4
-MAX_OVERFLOW = 8
 # The longest a lease renewal (one statement for every lease of the replica) may
 # take, lock waits included: a hung one fails, is logged, and is retried soon on
 # a fresh connection. Leases are at least 1 s long and renewed every ttl/3, so a
@@ -73,11 +76,8 @@ HEARTBEAT_TIMEOUT = 5.0
 # and the row locks of its transaction would otherwise hold every other replica's
 # statements on those rows until its connection ends, however long it is stopped.
 IDLE_IN_TRANSACTION_TIMEOUT = 5
-POOL_OPTIONS: dict[str, Any] = {
-    "pool_size": POOL_SIZE,
-    "max_overflow": MAX_OVERFLOW,
-    "pool_timeout": 10,
-}
+#: how long a page's read waits for its one connection (another request's read)
+READER_TIMEOUT = 10.0
 
 logger = logging.getLogger("cronlease")
 
@@ -110,15 +110,36 @@ def redact(url: str | URL) -> str:
         return "<invalid URL>"
 
 
-def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
-    """An engine configured for lease statements on ``url`` (default SQLite file)."""
-    parsed = normalize_url(url or DEFAULT_URL)
+def create_store_engine(
+    url: str | URL | None = None,
+    *,
+    connect_args: dict[str, Any] | None = None,
+    base: PoolSettings = DEFAULT_POOL,
+    **pool: Any,
+) -> Engine:
+    """An engine configured for lease statements on ``url`` (default SQLite file).
+
+    ``pool`` holds the settings of :class:`~cronlease._lease.settings.PoolSettings`
+    (None: not given); they win over the same parameters in the URL's query,
+    which are taken out before the URL reaches the driver; ``base`` fills the
+    rest. ``connect_args`` go to the driver's ``connect()``.
+    """
+    parsed, from_url = pool_from_url(normalize_url(url or DEFAULT_URL))
+    settings = resolve_pool(from_url, pool, base=base)
     backend = parsed.get_backend_name()
+    options: dict[str, Any] = {
+        "poolclass": StorePool,
+        "pool_size": settings.pool_size,
+        "max_overflow": settings.max_overflow,
+        "pool_timeout": settings.pool_timeout,
+        "idle_timeout": settings.pool_idle_timeout,
+    }
+    given = dict(connect_args or {})
     try:
         if backend == "sqlite":
-            return _sqlite_engine(parsed, **options)
+            return _sqlite_engine(parsed, given, **options)
         if backend == "postgresql":
-            parsed, prepare = prepared.threshold_for(parsed, options.get("connect_args", {}))
+            parsed, prepare = prepared.threshold_for(parsed, given)
             connect_args = {
                 "connect_timeout": CONNECT_TIMEOUT,
                 # A server that vanishes without closing the socket must fail a
@@ -128,14 +149,14 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 "keepalives_interval": 2,
                 "keepalives_count": 3,
                 "tcp_user_timeout": 10_000,
-                **options.pop("connect_args", {}),
+                **given,
                 prepared.PREPARE_THRESHOLD: prepare,
             }
             return create_engine(
                 parsed,
                 isolation_level="AUTOCOMMIT",
                 connect_args=connect_args,
-                **{**POOL_OPTIONS, **options},
+                **options,
             )
         if backend in ("mysql", "mariadb"):
             connect_args = {
@@ -145,7 +166,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 # /*M! ... */ is run by MariaDB only (MySQL has no such variable).
                 "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10"
                 f" /*M!100300 , idle_transaction_timeout = {IDLE_IN_TRANSACTION_TIMEOUT} */",
-                **options.pop("connect_args", {}),
+                **given,
             }
             engine = create_engine(
                 parsed,
@@ -156,7 +177,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 # ROLLBACK on return would be one more round trip per statement.
                 pool_reset_on_return=None,
                 connect_args=connect_args,
-                **{**POOL_OPTIONS, **options},
+                **options,
             )
             if engine.dialect.driver == "pymysql":
                 # One request per lease transaction (multi-statement queries).
@@ -176,14 +197,23 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
     )
 
 
-def _sqlite_engine(url: URL, **options: Any) -> Engine:
+def connect_state(engine: Engine) -> ConnectState | None:
+    """Why ``engine``'s pool makes no new connection now (None: it does, or it is
+    not a pool cronlease made)."""
+    pool = engine.pool
+    return pool.gate.state() if isinstance(pool, StorePool) else None
+
+
+def _sqlite_engine(url: URL, connect_args: dict[str, Any], **options: Any) -> Engine:
     if url.database in (None, "", ":memory:") or "mode=memory" in str(url):
         # Each pooled connection would see its own empty database.
         raise ConfigError(
             "an in-memory SQLite database cannot hold leases: use a file, e.g. sqlite:///cronlease.db"
         )
-    connect_args = {"check_same_thread": False, **options.pop("connect_args", {})}
-    engine = create_engine(url, connect_args=connect_args, **options)
+    # One connection stays open whatever its idleness: it pins the file (§5.17).
+    engine = create_engine(
+        url, connect_args={"check_same_thread": False, **connect_args}, keep=1, **options
+    )
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: Any, _record: Any) -> None:
@@ -225,6 +255,27 @@ def _enable_wal(cursor: Any) -> None:
             time.sleep(0.02)
 
 
+def scheduler_engine(
+    url: str | None,
+    engine: Engine | None,
+    pool: PoolKeywords,
+    connect_args: dict[str, Any] | None,
+) -> Engine:
+    """The store engine of a ``Scheduler``: made from ``url`` with the pool settings
+    given, or adopted from the user's ``engine``, whose pool is the user's to configure."""
+    given = pool.given()
+    if engine is None:
+        return create_store_engine(url, connect_args=connect_args, **given)
+    if connect_args is not None:
+        given["connect_args"] = connect_args
+    if given:
+        raise ConfigError(
+            f"{next(iter(given))}= configures an engine cronlease makes: with engine=, "
+            "configure your engine instead (or pass the URL and let cronlease make it)"
+        )
+    return adopt_engine(engine)
+
+
 def adopt_engine(engine: Engine) -> Engine:
     """An engine for lease statements with the settings of the user's ``engine``."""
     if engine.dialect.name == "postgresql":
@@ -249,20 +300,36 @@ def heartbeat_engine(engine: Engine) -> Engine:
     stall every other lease's renewal for long: by session settings on SQLite
     and MySQL/MariaDB, by the statement itself on PostgreSQL (a ``SET LOCAL``
     sent with it: a statement added to this connection there must carry its own,
-    ``DriverStatement(local=...)``).
+    ``DriverStatement(local=...)``). Its connection is closed once unused for
+    the store's ``pool_idle_timeout`` (no run in progress), and it reconnects
+    through the store pool's connect gate.
     """
-    source = engine.pool
-    pool = QueuePool(
-        source._creator,
-        pool_size=1,
-        max_overflow=0,
+    pool = side_pool(
+        engine,
+        PoolSettings(pool_size=1, max_overflow=0),
         timeout=HEARTBEAT_TIMEOUT,
         pre_ping=True,
-        recycle=source._recycle,
-        reset_on_return=source._reset_on_return,
-        _dispatch=source.dispatch,
-        dialect=source._dialect,
     )
+    own = _sibling(engine, pool)
+
+    @event.listens_for(pool, "connect")
+    def _bound(dbapi_connection: Any, _record: Any) -> None:
+        _bound_statements(engine.dialect, dbapi_connection)
+
+    return own
+
+
+def reader_engine(engine: Engine) -> Engine:
+    """A one-connection engine for the status page's reads, connecting as ``engine``
+    does (:func:`side_pool`): a page refreshed by many browsers never takes a
+    connection the replica's acquirer or finisher is waiting for. Not pinged (a
+    round trip per statement): a read whose connection broke is retried once on a
+    fresh one, as on the store's own pool (§3.8)."""
+    pool = side_pool(engine, READER_POOL, timeout=READER_TIMEOUT, pre_ping=False)
+    return _sibling(engine, pool)
+
+
+def _sibling(engine: Engine, pool: StorePool) -> Engine:
     own = Engine(pool, engine.dialect, engine.url, execution_options=engine.get_execution_options())
     if engine.dialect.name == "sqlite":
         # BEGIN IMMEDIATE, as on the store's engine (an engine event, not a pool one).
@@ -270,13 +337,33 @@ def heartbeat_engine(engine: Engine) -> Engine:
         def _begin(connection: Any) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
-    prepared.unprepared_pool(engine, pool)  # an adopted engine's creator: ours alone
-
-    @event.listens_for(pool, "connect")
-    def _bound(dbapi_connection: Any, _record: Any) -> None:
-        _bound_statements(engine.dialect, dbapi_connection)
-
     return own
+
+
+def side_pool(
+    engine: Engine, settings: PoolSettings, *, timeout: float, pre_ping: bool
+) -> StorePool:
+    """A pool of its own beside ``engine``'s, connecting as it does: made by its pool
+    creator, with its connect listeners, recycle and reset rules, idle timeout and
+    connect gate (when cronlease made it). ``pre_ping``: a round trip per checkout,
+    so a broken connection is replaced before the statement, not retried after."""
+    source = engine.pool
+    ours = source if isinstance(source, StorePool) else None
+    pool = StorePool(
+        source._creator,
+        idle_timeout=ours.idle_timeout if ours else DEFAULT_POOL.pool_idle_timeout,
+        gate=ours.gate if ours else None,
+        pool_size=settings.pool_size,
+        max_overflow=settings.max_overflow,
+        timeout=timeout,
+        pre_ping=pre_ping,
+        recycle=source._recycle,
+        reset_on_return=source._reset_on_return,
+        _dispatch=source.dispatch,
+        dialect=source._dialect,
+    )
+    prepared.unprepared_pool(engine, pool)  # an adopted engine's creator: ours alone
+    return pool
 
 
 def _bound_statements(dialect: Any, dbapi_connection: Any) -> None:
