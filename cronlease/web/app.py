@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMappi
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from cronlease._lease.database import reader_engine
+from cronlease._lease.side_engines import reader_engine
 from cronlease._lease.store import LeaseStore
 from cronlease._status import DeclaredTask, in_namespace
 from cronlease._timing.schedule import Schedule
