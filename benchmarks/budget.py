@@ -20,6 +20,7 @@ so every task of a tick runs at once).
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -109,6 +110,7 @@ def measure(
     startup_peak = max((counts[name] for counts in startup for name in names), default=0)
     lines = [line.split() for path in folder.iterdir() for line in path.read_text().splitlines()]
     pairs = [(name, int(slot)) for name, slot in lines]
+    shutil.rmtree(folder, ignore_errors=True)
     warnings = sum(err.count("WARNING") + err.count("ERROR") for err in errors)
     said = Counter(
         line.split(":", 2)[-1][:110]

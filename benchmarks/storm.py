@@ -26,6 +26,7 @@ of the replica's own (no connection of its own). Reported:
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -115,6 +116,7 @@ def measure(code: Path, args: argparse.Namespace) -> dict[str, float]:
         line.split() for path in ledgers if path.exists() for line in path.read_text().splitlines()
     ]
     pairs = [(name, slot) for name, slot, _ in rows]
+    shutil.rmtree(folder, ignore_errors=True)
     per_connected = [counts[name] for counts in window_a for name in counts if counts[name]]
     return {
         "never_connected_in_a": len(left_out),

@@ -21,6 +21,7 @@ The larger run (60 replicas, ``max_connections = 50``) is
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -119,10 +120,14 @@ def test_replicas_left_out_by_a_full_server_back_off_say_so_and_join_later() -> 
     finally:
         codes = [replica.terminate() for replica in replicas]
         clusters.cleanup()
+        slots = [
+            int(line)
+            for path in ledgers.iterdir()
+            for line in path.read_text().splitlines()
+            if line
+        ]
+        shutil.rmtree(ledgers, ignore_errors=True)
     assert all(code == 0 for code in codes), [r.stderr()[-2000:] for r in replicas]
-    slots = [
-        int(line) for path in ledgers.iterdir() for line in path.read_text().splitlines() if line
-    ]
     assert len(slots) == len(set(slots)), "a slot ran twice"
     stderr = "".join(replica.stderr() for replica in replicas)
     assert "Traceback" not in stderr, stderr[-3000:]
