@@ -38,7 +38,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from cronlease._lease import attempts, migration, sqlite_file
+from cronlease._lease import attempts, migration, side_engines, sqlite_file
 from cronlease._lease.database import create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.attempts import AttemptStatements
@@ -58,7 +58,6 @@ from cronlease._lease.model import (
 )
 from cronlease._lease.pruning import Pruning
 from cronlease._lease.recovery import describe_error, recover, store_error
-from cronlease._lease.side_engines import RenewalEngine
 from cronlease._safe_text import remember_password
 from cronlease.errors import StoreError
 
@@ -88,7 +87,7 @@ class LeaseStore:
         self._attempts = attempts.Attempts(
             AttemptStatements(self.statements.now), self._call, self.lost_writes
         )
-        self._beat = RenewalEngine(engine)
+        self._beat = side_engines.RenewalEngine(engine)
         # set after an outage: what this store saw is read back before the next operation
         self._recheck = False
         self._checking = threading.Lock()
