@@ -16,11 +16,20 @@ of the replica's own (no connection of its own). Reported:
 - phase B: ``--leave`` replicas that were connected and ran stop; over the next
   ``--after`` s, how many of those left out in phase A connected and ran a task,
   and the FATAL lines;
-- duplicates (a slot twice in the ledgers), WARNING/ERROR lines in the replicas'
-  logs.
+- duplicates (a slot twice in the ledgers), misses (a slot of phase A, after
+  ``--warmup`` s, in no ledger), WARNING/ERROR lines in the replicas' logs.
+
+With ``--pgbouncer MODE`` the replicas connect through a PgBouncer in that
+pooling mode (tests/support/pgbouncer.py) instead: the server's connections
+are PgBouncer's, counted in total (per replica: the total over the replicas).
+A fleet that fits (issue 14: 80 replicas directly on ``max_connections = 100``,
+200 through PgBouncer) is measured with ``--leave 0``.
 
     python benchmarks/storm.py [--replicas 60] [--max-connections 50] [--duration 60]
                                [--leave 15] [--after 30] [--before /path/to/previous/tree]
+    python benchmarks/storm.py --replicas 80 --max-connections 100 --leave 0 --after 0
+    python benchmarks/storm.py --replicas 200 --max-connections 100 --leave 0 --after 0 \
+                               --pgbouncer transaction
 """
 
 from __future__ import annotations
@@ -81,13 +90,21 @@ def measure(code: Path, args: argparse.Namespace) -> dict[str, float]:
     )
     folder = Path(tempfile.mkdtemp(prefix="cronlease-storm-"))
     prefix = "storm-"
+    bouncer = None
     try:
+        names = [f"{prefix}{i}" for i in range(args.replicas)]
+        urls = [cluster.url(name) for name in names]
+        if args.pgbouncer:
+            from tests.support import pgbouncer
+
+            bouncer = pgbouncer.start(args.pgbouncer, "postgres", urls[0].split("?")[0])
+            urls = [bouncer.url("postgres", application_name=name) for name in names]
         sampler = Sampler(cluster, prefix, interval=0.25)
         ledgers = [folder / f"r{i}" for i in range(args.replicas)]
         procs = start_replicas(
             __file__,
             code,
-            [[cluster.url(f"{prefix}{i}"), str(ledgers[i])] for i in range(args.replicas)],
+            [[urls[i], str(ledgers[i])] for i in range(args.replicas)],
         )
         up = time.time()
         fatal_start = cluster.fatal_lines()
@@ -110,12 +127,22 @@ def measure(code: Path, args: argparse.Namespace) -> dict[str, float]:
         errors = stop_replicas([proc for i, proc in enumerate(procs) if i not in leaving])
         sampler.stop()
     finally:
+        if bouncer is not None:
+            bouncer.stop()
         cluster.close()
     totals = [sum(counts.values()) for counts in window_a]
     rows = [
         line.split() for path in ledgers if path.exists() for line in path.read_text().splitlines()
     ]
     pairs = [(name, slot) for name, slot, _ in rows]
+    seen = set(pairs)
+    first, last = int(up + args.warmup) + 1, int(a_end) - 2
+    expected = [
+        (name, str(second * 1000))
+        for name, every in TASKS
+        for second in range(first, last)
+        if second % int(every[:-1]) == 0
+    ]
     shutil.rmtree(folder, ignore_errors=True)
     per_connected = [counts[name] for counts in window_a for name in counts if counts[name]]
     return {
@@ -128,9 +155,14 @@ def measure(code: Path, args: argparse.Namespace) -> dict[str, float]:
         "fatal_per_minute_a": round(fatal_a * 60 / args.duration, 1),
         "connections_mean_a": round(statistics.fmean(totals), 1) if totals else 0,
         "connections_peak_a": max(totals, default=0),
+        "connections_mean_per_replica_a": round(statistics.fmean(totals) / args.replicas, 2)
+        if totals
+        else 0,
         "left_out_that_connected_in_b": joined,
         "left_out_that_ran_in_b": joined_ran,
         "fatal_in_b": fatal_b,
+        "slots_in_a": len(expected),
+        "misses_in_a": sum(slot not in seen for slot in expected),
         "duplicates": len(pairs) - len(set(pairs)),
         "warnings": sum(err.count("WARNING") + err.count("ERROR") for err in errors),
     }
@@ -144,6 +176,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--leave", type=int, default=15)
     parser.add_argument("--after", type=float, default=30.0)
+    parser.add_argument("--warmup", type=float, default=10.0)
+    parser.add_argument("--pgbouncer", choices=["transaction", "session"])
     parser.add_argument("--before", type=Path)
     parser.add_argument("--code", type=Path)
     args = parser.parse_args()
