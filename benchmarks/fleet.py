@@ -74,11 +74,13 @@ LEDGER = Table(
 )
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 LOCKING_RECORDS = ("Heap/LOCK", "Heap/UPDATE", "Heap/HOT_UPDATE")
-CLUSTER_CONF = (
-    "max_connections = 600\nshared_buffers = 128MB\n"
+CLUSTER_CONF = {
+    "max_connections": "600",
+    "shared_buffers": "128MB",
     # the window's WAL must still be there for pg_waldump when it ends
-    "wal_keep_size = 4096\nmax_wal_size = 4GB\n"
-)
+    "wal_keep_size": "4096",
+    "max_wal_size": "4GB",
+}
 
 
 def replica(code: str, url: str, prefix: str, tasks: int, workers: int, active: int) -> None:

@@ -18,27 +18,29 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import Engine
 
 from cronlease._declare import TaskDeclarations
-from cronlease._events import ClockChecked, Event, EventBus
-from cronlease._lease.database import adopt_engine, create_store_engine
+from cronlease._events import Event, EventBus
+from cronlease._lease.database import scheduler_engine
 from cronlease._lease.model import Outcome, check_task_name
+from cronlease._lease.settings import PoolKeywords
 from cronlease._lease.store import LeaseStore
 from cronlease._run.attempt_poll import AttemptPoll
+from cronlease._run.clock_watch import ClockWatch
 from cronlease._run.fire import Firing
 from cronlease._run.housekeeping import housekeeping_task
 from cronlease._run.lifecycle import interrupt_at_exit, stop_replica
+from cronlease._run.replica_health import replica_health
 from cronlease._run.runner import TickRunner
 from cronlease._run.signals import stop_signals
 from cronlease._run.startup import CatchUp, report_schedule_conflicts
 from cronlease._run.stopping import Deadline
 from cronlease._stats import Stats
-from cronlease._status import DeclaredTask, Health, read_status
+from cronlease._status import DeclaredTask, Health, Snapshot, read_snapshot
 from cronlease._task import Task
-from cronlease._timing.clock import ClockCheck, SkewDetector
+from cronlease._timing.clock import ClockCheck
 from cronlease.errors import ConfigError, SchedulerError, StoreError
 
 __all__ = ["Scheduler", "default_holder"]
 
-F = TypeVar("F", bound=Callable[..., Any])
 E = TypeVar("E", bound=Event)
 CLOCK_CHECK_SECONDS = 300
 #: what shutdown takes at most, all waits included: under the 30 s orchestrators give
@@ -64,6 +66,11 @@ class Scheduler(TaskDeclarations):
     child of a process where this scheduler runs start it again, as a replica of
     its own (gunicorn ``--preload`` with a scheduler started at import); by
     default a child only drops the inherited connections and schedules nothing.
+
+    The pool (§8; not with ``engine=``): ``pool_size`` connections kept (1),
+    ``max_overflow`` more for bursts (2), ``pool_timeout`` s a checkout waits (10),
+    ``pool_idle_timeout`` s before an unused one closes (60); ``connect_args`` go to
+    the driver. Each wins over the same parameter in the URL's query.
     """
 
     def __init__(
@@ -79,6 +86,11 @@ class Scheduler(TaskDeclarations):
         history_retention: object = "30d",
         history_keep: int | None = None,
         restart_after_fork: bool = False,
+        pool_size: int | None = None,
+        max_overflow: int | None = None,
+        pool_timeout: float | None = None,
+        pool_idle_timeout: float | None = None,
+        connect_args: dict[str, Any] | None = None,
     ) -> None:
         if url is not None and engine is not None:
             raise ConfigError("give a database URL or an engine, not both")
@@ -101,16 +113,15 @@ class Scheduler(TaskDeclarations):
         self.restart_after_fork = restart_after_fork
         self.stats = Stats()
         self.events = EventBus()
-        self.store = LeaseStore(
-            adopt_engine(engine) if engine is not None else create_store_engine(url)
-        )
+        pool = PoolKeywords(pool_size, max_overflow, pool_timeout, pool_idle_timeout)
+        self.store = LeaseStore(scheduler_engine(url, engine, pool, connect_args))
         self._tasks: dict[str, Task] = {}
         self._by_name: dict[str, Task] = {}
         self._max_workers = max_workers
         self._loop: asyncio.AbstractEventLoop | None = None
         self.runner = self._make_runner()
         self._firing: Firing | None = None
-        self._skew: SkewDetector | None = None
+        self._clock = ClockWatch(self.store, self.events, self._tasks.values)
         self._started_at: datetime | None = None
         self._caught_up = False
         self._catch_up: CatchUp | None = None
@@ -159,11 +170,8 @@ class Scheduler(TaskDeclarations):
         """
         self.store.engine.dispose(close=False)
         was_running = self._firing is not None
-        self._firing = None
-        self._catch_up = None
-        self._attempts = None
-        self._loop = None
-        self._skew = None
+        self._firing = self._catch_up = self._attempts = self._loop = None
+        self._clock.reset()
         self._lock = threading.RLock()
         self._stop_requested = threading.Event()
         # Kept across the fork (listeners stay subscribed), but a parent thread
@@ -214,7 +222,7 @@ class Scheduler(TaskDeclarations):
             firing = Firing(
                 self.runner,
                 self._max_workers,
-                upkeep=[("cronlease-clock-check", self._check_clock, CLOCK_CHECK_SECONDS)],
+                upkeep=[("cronlease-clock-check", self._clock.check, CLOCK_CHECK_SECONDS)],
             )
             for task in self._tasks.values():
                 firing.add(task)
@@ -239,24 +247,11 @@ class Scheduler(TaskDeclarations):
     @property
     def clock_skew(self) -> ClockCheck | None:
         """The latest measurement of this host's clock against the database's."""
-        return self._skew.last if self._skew else None
-
-    def _check_clock(self) -> None:
-        if not self._tasks:
-            return
-        if self._skew is None:
-            smallest = min(task.schedule.smallest_gap() for task in self._tasks.values())
-            self._skew = SkewDetector(self.store, smallest)
-        try:
-            check = self._skew.check()
-        except StoreError as exc:
-            logger.debug("clock check skipped: %s", exc)
-            return
-        self.events.emit(ClockChecked(skew=check.skew, round_trip=check.round_trip))
+        return self._clock.last
 
     def _on_database_ready(self) -> None:
         """First contact with the database: check the clock, compare schedules, catch up."""
-        self._check_clock()
+        self._clock.check()
         report_schedule_conflicts(self.store.leases(sorted(self._tasks)), self._tasks, self.stats)
         if self._firing is not None:  # first contact came from a running replica's tick
             self._start_catch_up()
@@ -336,21 +331,24 @@ class Scheduler(TaskDeclarations):
         """
         return self.events.listen(listener, *types)
 
-    def health(self, *, database_threshold: float = 60.0) -> Health:
+    def health(
+        self, *, database_threshold: float = 60.0, snapshot: Snapshot | None = None
+    ) -> Health:
         """Problems a probe should fail on: the database unreachable for longer than
-        ``database_threshold`` seconds, a task overdue, this replica stalled (design §5.17-18)."""
-        report = read_status(
-            self.store,
-            [DeclaredTask.of(task) for task in self._tasks.values()],
+        ``database_threshold`` seconds (and why no connection can be made), a task
+        overdue, this replica stalled (design §5.17-18, §8). Two statements on its
+        pool, unless given the ``snapshot`` read for something else (the status page)."""
+        if snapshot is None:
+            declared = [DeclaredTask.of(task) for task in self._tasks.values()]
+            snapshot = read_snapshot(self.store, declared, runs=0, orphans=False)
+        return replica_health(
+            snapshot,
+            self._tasks.values(),
+            store=self.store,
+            runner=self.runner,
             namespace=self.namespace,
-            runs=0,
-            orphans=False,
             since=self._started_at,
-        )
-        return report.health(
-            database_down_for=self.runner.outage.down_for,
-            database_threshold=database_threshold,
-            replica=self.runner.problems(self._tasks.values()),
+            threshold=database_threshold,
         )
 
     # --- fleet-wide controls ---------------------------------------------

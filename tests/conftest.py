@@ -7,8 +7,13 @@ MySQL/MariaDB database of its own, ``cronlease_test_<8 hex>``, on first use,
 and drops both at the end of the session, passed or failed; the session fails
 if a ``cronlease%`` table was left in the configured databases
 (tests/support/databases.py). ``CRONLEASE_TEST_REQUIRE`` (e.g.
-``postgresql,mysql``) turns an unreachable server into a failure instead of
-a skip, so CI cannot pass by skipping.
+``postgresql,mysql,pgbouncer``) turns an unreachable server (or a missing
+``pgbouncer``) into a failure instead of a skip, so CI cannot pass by skipping.
+
+``pgbouncers`` starts, once per test process, two real PgBouncers in front of
+a PostgreSQL database of the run's own (tests/support/pgbouncer.py): one in
+transaction pooling, one in session pooling; ``bouncer_url`` is a URL through
+each in turn.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from cronlease._lease.store import LeaseStore
-from tests.support import databases
+from tests.support import databases, pgbouncer
 from tests.support.procs import wait_for
 
 # The configured databases; tests get their run's own ones from url_for().
@@ -95,3 +100,38 @@ def task_name() -> str:
 def wait_for_fixture() -> Callable[..., object]:
     """:func:`tests.support.procs.wait_for`, polling fast, for in-process contract tests."""
     return functools.partial(wait_for, interval=0.01)
+
+
+@pytest.fixture(scope="session")
+def pgbouncers() -> Iterator[dict[str, pgbouncer.Bouncer]]:
+    """Both PgBouncers of this test process, by pool mode, stopped at the end of the session."""
+    for problem, names in (
+        (databases.problem("postgresql"), {"postgresql", "pgbouncer"}),
+        (pgbouncer.problem(), {"pgbouncer"}),
+    ):
+        if problem is not None:
+            if names & REQUIRED:
+                pytest.fail(f"{problem} (CRONLEASE_TEST_REQUIRE names it)")
+            pytest.skip(problem)
+    databases.postgres_database()
+    bouncers: dict[str, pgbouncer.Bouncer] = {}
+    try:
+        for mode in pgbouncer.MODES:
+            bouncers[mode] = pgbouncer.start(mode, databases.RUN_NAME, POSTGRES_URL)
+        # transaction mode: consecutive transactions of a client go to different ones
+        pgbouncer.warm(bouncers["transaction"], pgbouncer.POOL_SIZES["transaction"])
+        yield bouncers
+    finally:
+        for bouncer in bouncers.values():
+            bouncer.stop()
+
+
+@pytest.fixture(params=pgbouncer.MODES)
+def pool_mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def bouncer_url(pgbouncers: dict[str, pgbouncer.Bouncer], pool_mode: str) -> str:
+    """The run's PostgreSQL database through PgBouncer in ``pool_mode``."""
+    return pgbouncers[pool_mode].url()

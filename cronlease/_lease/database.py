@@ -3,9 +3,16 @@
 - A bare ``postgresql://`` URL means psycopg 3; ``mysql://`` and ``mariadb://`` mean PyMySQL.
 - PostgreSQL runs lease statements in autocommit (each is one atomic statement),
   so no transaction is held open and losers never see serialization failures.
+  Nothing is left on a server connection between transactions, so PgBouncer
+  works in transaction pooling as in session pooling (docs/design.md §3.10):
+  psycopg never prepares statements (``prepare_threshold=None``) unless the
+  URL or ``connect_args`` ask it to, and no setting is made on connect (the
+  renewal's time bound and the idle-in-transaction bound are ``SET LOCAL``,
+  in the transaction they bound).
 - MySQL/MariaDB (PyMySQL) sessions are READ COMMITTED and accept
   multi-statement queries, so each lease transaction is one request
-  (cronlease/_lease/dialects/mysql_script.py).
+  (cronlease/_lease/dialects/mysql_script.py). On MariaDB a session idle in a
+  transaction for :data:`IDLE_IN_TRANSACTION_TIMEOUT` is ended by the server.
 - SQLite uses WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for every transaction:
   a deferred transaction that later wants to write can fail at once with
   "database is locked" instead of waiting.
@@ -14,54 +21,54 @@
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
-import threading
 import time
 from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.pool import QueuePool
 
-from cronlease._lease import sqlite_file
+from cronlease._lease import prepared, sqlite_file
+from cronlease._lease.pool import ConnectState, StorePool
+from cronlease._lease.settings import (
+    DEFAULT_POOL,
+    PoolKeywords,
+    PoolSettings,
+    pool_from_url,
+    resolve_pool,
+)
 from cronlease._safe_text import redact_secrets
 from cronlease.errors import ConfigError
 
 __all__ = [
     "DEFAULT_URL",
     "HEARTBEAT_TIMEOUT",
-    "RenewalEngine",
+    "IDLE_IN_TRANSACTION_TIMEOUT",
     "adopt_engine",
+    "connect_state",
     "create_store_engine",
-    "heartbeat_engine",
     "normalize_url",
     "redact",
+    "scheduler_engine",
 ]
 
 DEFAULT_URL = "sqlite:///cronlease.db"
 CONNECT_TIMEOUT = 5
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# Bounded per replica: at most POOL_SIZE + MAX_OVERFLOW connections. A replica
-# holds a connection only for the length of one lease transaction, from at most
-# three threads at once in steady state — the acquirer (one batch per pass),
-# the leader of a group finish, and the heartbeat thread — plus catch-up ticks
-# and manual runs on start-up. Four stay open (no reconnect per tick); the
-# overflow absorbs start-up bursts; a burst beyond it waits (pool_timeout)
-# instead of opening connections without limit on a shared server.
-POOL_SIZE = 4
-MAX_OVERFLOW = 8
 # The longest a lease renewal (one statement for every lease of the replica) may
 # take, lock waits included: a hung one fails, is logged, and is retried soon on
 # a fresh connection. Leases are at least 1 s long and renewed every ttl/3, so a
 # renewal this slow costs only the leases that would have expired anyway.
 HEARTBEAT_TIMEOUT = 5.0
-POOL_OPTIONS: dict[str, Any] = {
-    "pool_size": POOL_SIZE,
-    "max_overflow": MAX_OVERFLOW,
-    "pool_timeout": 10,
-}
+# The longest a transaction cronlease opened may sit idle between its statements
+# before the server ends the session (PostgreSQL: the transactions of several
+# statements, SET LOCAL; MariaDB: every session, idle_transaction_timeout; MySQL
+# has no such setting). cronlease sends a transaction's statements one after the
+# other, so only a stalled process (SIGSTOP, swapping, a debugger) sits that long,
+# and the row locks of its transaction would otherwise hold every other replica's
+# statements on those rows until its connection ends, however long it is stopped.
+IDLE_IN_TRANSACTION_TIMEOUT = 5
 
 logger = logging.getLogger("cronlease")
 
@@ -94,14 +101,36 @@ def redact(url: str | URL) -> str:
         return "<invalid URL>"
 
 
-def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
-    """An engine configured for lease statements on ``url`` (default SQLite file)."""
-    parsed = normalize_url(url or DEFAULT_URL)
+def create_store_engine(
+    url: str | URL | None = None,
+    *,
+    connect_args: dict[str, Any] | None = None,
+    base: PoolSettings = DEFAULT_POOL,
+    **pool: Any,
+) -> Engine:
+    """An engine configured for lease statements on ``url`` (default SQLite file).
+
+    ``pool`` holds the settings of :class:`~cronlease._lease.settings.PoolSettings`
+    (None: not given); they win over the same parameters in the URL's query,
+    which are taken out before the URL reaches the driver; ``base`` fills the
+    rest. ``connect_args`` go to the driver's ``connect()``.
+    """
+    parsed, from_url = pool_from_url(normalize_url(url or DEFAULT_URL))
+    settings = resolve_pool(from_url, pool, base=base)
     backend = parsed.get_backend_name()
+    options: dict[str, Any] = {
+        "poolclass": StorePool,
+        "pool_size": settings.pool_size,
+        "max_overflow": settings.max_overflow,
+        "pool_timeout": settings.pool_timeout,
+        "idle_timeout": settings.pool_idle_timeout,
+    }
+    given = dict(connect_args or {})
     try:
         if backend == "sqlite":
-            return _sqlite_engine(parsed, **options)
+            return _sqlite_engine(parsed, given, **options)
         if backend == "postgresql":
+            parsed, prepare = prepared.threshold_for(parsed, given)
             connect_args = {
                 "connect_timeout": CONNECT_TIMEOUT,
                 # A server that vanishes without closing the socket must fail a
@@ -111,21 +140,24 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 "keepalives_interval": 2,
                 "keepalives_count": 3,
                 "tcp_user_timeout": 10_000,
-                **options.pop("connect_args", {}),
+                **given,
+                prepared.PREPARE_THRESHOLD: prepare,
             }
             return create_engine(
                 parsed,
                 isolation_level="AUTOCOMMIT",
                 connect_args=connect_args,
-                **{**POOL_OPTIONS, **options},
+                **options,
             )
         if backend in ("mysql", "mariadb"):
             connect_args = {
                 "connect_timeout": CONNECT_TIMEOUT,
                 # lease times are epoch seconds from the server clock in UTC
                 # A lock wait far past any tick's grace helps nobody.
-                "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10",
-                **options.pop("connect_args", {}),
+                # /*M! ... */ is run by MariaDB only (MySQL has no such variable).
+                "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10"
+                f" /*M!100300 , idle_transaction_timeout = {IDLE_IN_TRANSACTION_TIMEOUT} */",
+                **given,
             }
             engine = create_engine(
                 parsed,
@@ -136,7 +168,7 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
                 # ROLLBACK on return would be one more round trip per statement.
                 pool_reset_on_return=None,
                 connect_args=connect_args,
-                **{**POOL_OPTIONS, **options},
+                **options,
             )
             if engine.dialect.driver == "pymysql":
                 # One request per lease transaction (multi-statement queries).
@@ -156,14 +188,23 @@ def create_store_engine(url: str | URL | None = None, **options: Any) -> Engine:
     )
 
 
-def _sqlite_engine(url: URL, **options: Any) -> Engine:
+def connect_state(engine: Engine) -> ConnectState | None:
+    """Why ``engine``'s pool makes no new connection now (None: it does, or it is
+    not a pool cronlease made)."""
+    pool = engine.pool
+    return pool.gate.state() if isinstance(pool, StorePool) else None
+
+
+def _sqlite_engine(url: URL, connect_args: dict[str, Any], **options: Any) -> Engine:
     if url.database in (None, "", ":memory:") or "mode=memory" in str(url):
         # Each pooled connection would see its own empty database.
         raise ConfigError(
             "an in-memory SQLite database cannot hold leases: use a file, e.g. sqlite:///cronlease.db"
         )
-    connect_args = {"check_same_thread": False, **options.pop("connect_args", {})}
-    engine = create_engine(url, connect_args=connect_args, **options)
+    # One connection stays open whatever its idleness: it pins the file (§5.17).
+    engine = create_engine(
+        url, connect_args={"check_same_thread": False, **connect_args}, keep=1, **options
+    )
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: Any, _record: Any) -> None:
@@ -205,101 +246,33 @@ def _enable_wal(cursor: Any) -> None:
             time.sleep(0.02)
 
 
+def scheduler_engine(
+    url: str | None,
+    engine: Engine | None,
+    pool: PoolKeywords,
+    connect_args: dict[str, Any] | None,
+) -> Engine:
+    """The store engine of a ``Scheduler``: made from ``url`` with the pool settings
+    given, or adopted from the user's ``engine``, whose pool is the user's to configure."""
+    given = pool.given()
+    if engine is None:
+        return create_store_engine(url, connect_args=connect_args, **given)
+    if connect_args is not None:
+        given["connect_args"] = connect_args
+    if given:
+        raise ConfigError(
+            f"{next(iter(given))}= configures an engine cronlease makes: with engine=, "
+            "configure your engine instead (or pass the URL and let cronlease make it)"
+        )
+    return adopt_engine(engine)
+
+
 def adopt_engine(engine: Engine) -> Engine:
     """An engine for lease statements with the settings of the user's ``engine``."""
     if engine.dialect.name == "postgresql":
-        return engine.execution_options(isolation_level="AUTOCOMMIT")
+        return prepared.unprepared_while_ours(
+            engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
     # SQLite needs BEGIN IMMEDIATE and MySQL a UTC session: both are set when
     # connecting, so build a pool of our own from the same URL.
     return create_store_engine(engine.url)
-
-
-def heartbeat_engine(engine: Engine) -> Engine:
-    """A one-connection engine for lease renewals, connecting as ``engine`` does.
-
-    Renewals must never wait behind the application or the acquirer for a
-    pooled connection (an adopted engine's pool is the application's own), so
-    they get a connection of their own. It is made by ``engine``'s own pool
-    creator, so it has the same URL, connect arguments, driver hooks and
-    connect listeners (search_path, session time zone, SQLite pragmas); it is
-    pinged before use, so it reconnects after a restart or failover; and every
-    statement on it is bounded by :data:`HEARTBEAT_TIMEOUT`, so one hung
-    renewal cannot stall every other lease's renewal for long.
-    """
-    source = engine.pool
-    pool = QueuePool(
-        source._creator,
-        pool_size=1,
-        max_overflow=0,
-        timeout=HEARTBEAT_TIMEOUT,
-        pre_ping=True,
-        recycle=source._recycle,
-        reset_on_return=source._reset_on_return,
-        _dispatch=source.dispatch,
-        dialect=source._dialect,
-    )
-    own = Engine(pool, engine.dialect, engine.url, execution_options=engine.get_execution_options())
-    if engine.dialect.name == "sqlite":
-        # BEGIN IMMEDIATE, as on the store's engine (an engine event, not a pool one).
-        @event.listens_for(own, "begin")
-        def _begin(connection: Any) -> None:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-
-    @event.listens_for(pool, "connect")
-    def _bound(dbapi_connection: Any, _record: Any) -> None:
-        _bound_statements(engine.dialect, dbapi_connection)
-
-    return own
-
-
-def _bound_statements(dialect: Any, dbapi_connection: Any) -> None:
-    """Bound every statement of a heartbeat connection by HEARTBEAT_TIMEOUT, server-side."""
-    seconds = HEARTBEAT_TIMEOUT
-    if dialect.name == "sqlite":
-        statements = [f"PRAGMA busy_timeout = {int(seconds * 1000)}"]
-    elif dialect.name == "postgresql":
-        statements = [f"SET statement_timeout = {int(seconds * 1000)}"]
-    elif getattr(dialect, "is_mariadb", False):
-        statements = [
-            f"SET SESSION innodb_lock_wait_timeout = {max(1, int(seconds))}",
-            f"SET SESSION max_statement_time = {seconds}",
-        ]
-    else:
-        # MySQL bounds only SELECTs by time (max_execution_time); a lock wait is what hangs.
-        statements = [f"SET SESSION innodb_lock_wait_timeout = {max(1, int(seconds))}"]
-    cursor = dbapi_connection.cursor()
-    try:
-        for statement in statements:
-            cursor.execute(statement)
-    finally:
-        cursor.close()
-    if dialect.name == "postgresql" and not getattr(dbapi_connection, "autocommit", True):
-        dbapi_connection.commit()  # the SET opened a transaction
-
-
-class RenewalEngine:
-    """A store's :func:`heartbeat_engine`, made on first use — and anew in a forked
-    child, which must not touch its parent's connection."""
-
-    def __init__(self, source: Engine) -> None:
-        self._source = source
-        self._lock = threading.Lock()
-        self._engine: Engine | None = None
-        self._pid = 0
-
-    @property
-    def engine(self) -> Engine:
-        with self._lock:
-            if self._engine is not None and self._pid != os.getpid():
-                self._engine.dispose(close=False)  # the parent's: leave it open
-                self._engine = None
-            if self._engine is None:
-                self._engine = heartbeat_engine(self._source)
-                self._pid = os.getpid()
-            return self._engine
-
-    def dispose(self) -> None:
-        with self._lock:
-            engine, self._engine = self._engine, None
-        if engine is not None:
-            engine.dispose()

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.schema import CreateIndex, CreateTable
 
+from cronlease._lease.dialects.attempts import write_transaction
 from cronlease._lease.recovery import describe_error
 from cronlease._lease.schema import RUNS_ATTEMPT_KEY, RUNS_SLOT_KEY, metadata, runs
 from cronlease.errors import StoreError
@@ -82,9 +83,9 @@ def _upgrade(conn: Connection) -> None:
 
 
 def _upgrade_postgresql(conn: Connection) -> None:
-    # The store's connections are autocommit: this one needs a real transaction.
-    conn.execution_options(isolation_level="READ COMMITTED")
-    with conn.begin():
+    # The store's connections are autocommit: this one needs a real transaction, and
+    # the table lock is released with it (it holds under PgBouncer's transaction pooling).
+    with write_transaction(conn):
         conn.execute(text(f"LOCK TABLE {runs.name} IN ACCESS EXCLUSIVE MODE"))
         if not upgrade_needed(conn):
             return  # another replica did it while we waited for the lock

@@ -12,7 +12,7 @@ Contract (the same on every backend; the contract suite in ``tests/`` proves it)
   they only touch the lease (and the run row) if its fence *and* holder nonce
   are still the ones the attempt got — a fence alone can be issued twice by a
   database that lost writes. Renewals run on a connection of their own
-  (:func:`~cronlease._lease.database.heartbeat_engine`), never waiting behind
+  (:func:`~cronlease._lease.side_engines.heartbeat_engine`), never waiting behind
   the application or the acquirer for a pooled one.
 - The store remembers, per task, the highest slot and fence it saw
   (:mod:`cronlease._lease.lost_writes`): a database that shows less lost
@@ -38,8 +38,8 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from cronlease._lease import attempts, migration, sqlite_file
-from cronlease._lease.database import RenewalEngine, create_store_engine, redact
+from cronlease._lease import attempts, migration, side_engines, sqlite_file
+from cronlease._lease.database import create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.attempts import AttemptStatements
 from cronlease._lease.dialects.base import check_batch
@@ -88,7 +88,7 @@ class LeaseStore:
         self._attempts = attempts.Attempts(
             AttemptStatements(self.statements.now), self._call, self.lost_writes
         )
-        self._beat = RenewalEngine(engine)
+        self._beat = side_engines.RenewalEngine(engine)
         #: fleet membership and the read-only slot check (docs/design.md §4.4)
         fleet = FleetStatements(engine.dialect, self.statements.now)
         self.fleet = FleetStore(fleet, self._call, lambda: self.heartbeat_engine, self._file)

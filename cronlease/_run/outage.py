@@ -21,12 +21,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from cronlease._events import DatabaseRecovered, DatabaseUnavailable, EventBus
 from cronlease._stats import Stats
 from cronlease.errors import DatabaseFileChanged, StatementError, StoreError
 
-__all__ = ["OutageLog"]
+__all__ = ["REMIND_SECONDS", "OutageLog"]
+
+#: while the database stays unavailable, one more WARNING this often: a replica that
+#: never connected (a full server) must not fall silent after its first line
+REMIND_SECONDS = 600.0
 
 logger = logging.getLogger("cronlease")
 
@@ -34,11 +39,15 @@ logger = logging.getLogger("cronlease")
 class OutageLog:
     """Counts failed lease statements and reports each fault once, start and end."""
 
-    def __init__(self, stats: Stats, events: EventBus) -> None:
+    def __init__(
+        self, stats: Stats, events: EventBus, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._clock = clock
         self._stats = stats
         self._events = events
         self._lock = threading.Lock()
         self._down_since: float | None = None
+        self._reminded_at = 0.0
         self._skipped = 0
         self._refused_since: float | None = None
         self._refusal = ""
@@ -54,7 +63,7 @@ class OutageLog:
     def down_for(self) -> float | None:
         """How long the current outage has lasted; None while the database answers."""
         down_since = self._down_since
-        return None if down_since is None else time.monotonic() - down_since
+        return None if down_since is None else self._clock() - down_since
 
     @property
     def file_changed(self) -> str | None:
@@ -85,10 +94,24 @@ class OutageLog:
     def _no_answer(self, what: str, error: StoreError, ticks: int) -> None:
         with self._lock:
             self._skipped += ticks
+            now = self._clock()
             if self._down_since is not None:
-                logger.debug("%s skipped: %s", what, error)
-                return
-            self._down_since = time.monotonic()
+                if now - self._reminded_at < REMIND_SECONDS:
+                    logger.debug("%s skipped: %s", what, error)
+                    return
+                self._reminded_at = now
+                down_for, skipped = now - self._down_since, self._skipped
+            else:
+                self._down_since = self._reminded_at = now
+                down_for = None
+        if down_for is not None:
+            logger.warning(
+                "database still unavailable after %.0f s; %d tick(s) skipped so far: %s",
+                down_for,
+                skipped,
+                error,
+            )
+            return
         logger.warning(
             "database unavailable, %s skipped (and later ticks until it answers): %s", what, error
         )
@@ -141,7 +164,7 @@ class OutageLog:
         with self._lock:
             if self._down_since is None:
                 return
-            outage, skipped = time.monotonic() - self._down_since, self._skipped
+            outage, skipped = self._clock() - self._down_since, self._skipped
             self._down_since, self._skipped = None, 0
         logger.warning(
             "database available again after %.1f s; %d tick(s) were skipped", outage, skipped

@@ -15,7 +15,7 @@ The surfaces read a report and format it; none derives a value of its own.
 
 from __future__ import annotations
 
-from cronlease._status.build import Snapshot, build_report, read_status
+from cronlease._status.build import Snapshot, build_report, read_snapshot, read_status
 from cronlease._status.encode import health_json, report_json, run_json, task_json
 from cronlease._status.model import (
     Health,
@@ -57,6 +57,7 @@ __all__ = [
     "in_namespace",
     "is_overdue",
     "lease_text",
+    "read_snapshot",
     "read_status",
     "report_json",
     "run_json",

@@ -30,7 +30,7 @@ from cronlease._status.text import zone_of
 from cronlease._timing.clock import ClockCheck, measure_skew
 from cronlease.errors import StoreError
 
-__all__ = ["Snapshot", "build_report", "read_status"]
+__all__ = ["Snapshot", "build_report", "read_snapshot", "read_status"]
 
 NO_SCRUBBING = Scrubber(None)
 
@@ -171,15 +171,50 @@ def read_status(
 ) -> StatusReport:
     """Read the store and build the report; never raises :class:`StoreError`.
 
+    The options of the read are :func:`read_snapshot`'s. Never creates tables.
+    """
+    now = datetime.now(timezone.utc)
+    snapshot = read_snapshot(
+        store,
+        declared,
+        runs=runs,
+        orphans=orphans,
+        clock=clock,
+        abandoned=abandoned,
+        empty_without_tables=empty_without_tables,
+    )
+    return build_report(
+        snapshot,
+        declared,
+        database=store.url,
+        now=now,
+        namespace=namespace,
+        internal=internal,
+        since=since,
+        scrub=Scrubber.of(store),
+    )
+
+
+def read_snapshot(
+    store: LeaseStore,
+    declared: Sequence[DeclaredTask] | None,
+    *,
+    runs: int = 1,
+    orphans: bool = True,
+    clock: bool = False,
+    abandoned: bool = False,
+    empty_without_tables: bool = False,
+) -> Snapshot:
+    """What the report of ``declared`` needs, read from ``store``; never raises StoreError.
+
     ``runs`` recent runs per task (0: none read); ``orphans`` False reads the
     declared tasks' rows only (a probe need not read the whole table);
     ``clock`` measures this host's skew; ``abandoned`` counts each task's
-    abandoned runs (orphaned rows' too). A failed read is the report's
-    ``database_error``, unless ``empty_without_tables`` and the tables do not
-    exist yet (then the report is empty). Never creates tables.
+    abandoned runs (orphaned rows' too). A failed read is the snapshot's
+    ``error``, unless ``empty_without_tables`` and the tables do not exist yet
+    (then the snapshot is empty). Round trips: lease rows, the clock, recent
+    runs and abandoned counts, one each (per 500 names).
     """
-    scrub = Scrubber.of(store)
-    now = datetime.now(timezone.utc)
     try:
         only = None if declared is None or orphans else sorted(t.name for t in declared)
         leases = tuple(store.leases(only))
@@ -191,22 +226,12 @@ def read_status(
         if abandoned:
             every = sorted({*names, *(row.name for row in leases)})
             counted = store.abandoned_counts(every) if every else {}
-        snapshot = Snapshot(
+        return Snapshot(
             leases=leases, runs=recent, db_now=db_now, clock=measured, abandoned=counted
         )
     except StoreError as exc:
         empty = empty_without_tables and _no_tables(store)
-        snapshot = Snapshot() if empty else Snapshot(error=str(exc))
-    return build_report(
-        snapshot,
-        declared,
-        database=store.url,
-        now=now,
-        namespace=namespace,
-        internal=internal,
-        since=since,
-        scrub=scrub,
-    )
+        return Snapshot() if empty else Snapshot(error=str(exc))
 
 
 def _no_tables(store: LeaseStore) -> bool:

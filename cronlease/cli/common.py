@@ -12,10 +12,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from cronlease._lease.database import DEFAULT_URL, create_store_engine, normalize_url
 from cronlease._lease.names import normal_form
+from cronlease._lease.settings import READER_POOL
 from cronlease._lease.store import LeaseStore
+from cronlease._scheduler import Scheduler
 from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG, Config, TaskSpec, load_config
 
 EXIT_OK = 0
@@ -50,6 +53,22 @@ def config_from_args(
     return None
 
 
+def config_scheduler(url: str, config: Config, **options: Any) -> Scheduler:
+    """A replica of the config file: its namespace, holder and ``[database]`` settings."""
+    pool = config.pool
+    return Scheduler(
+        url,
+        namespace=config.namespace,
+        holder=config.holder,
+        pool_size=pool.pool_size,
+        max_overflow=pool.max_overflow,
+        pool_timeout=pool.pool_timeout,
+        pool_idle_timeout=pool.pool_idle_timeout,
+        connect_args=dict(config.connect_args) if config.connect_args else None,
+        **options,
+    )
+
+
 def database_url(args: argparse.Namespace, config: Config | None, *, fallback: bool = False) -> str:
     """--database, else the config file's (environment included), else the environment."""
     url = args.database or (config.database if config else None) or os.environ.get(DATABASE_ENV)
@@ -74,8 +93,11 @@ def missing_sqlite_file(url: str) -> bool:
 
 
 @contextmanager
-def open_store(url: str) -> Iterator[LeaseStore]:
-    store = LeaseStore(create_store_engine(url))
+def open_store(url: str, config: Config | None) -> Iterator[LeaseStore]:
+    """A store for one command: a pool of one connection (a command's statements run
+    one after another), with the config file's ``connect_args``."""
+    connect_args = dict(config.connect_args) if config and config.connect_args else None
+    store = LeaseStore(create_store_engine(url, connect_args=connect_args, base=READER_POOL))
     try:
         yield store
     finally:

@@ -43,7 +43,7 @@ from cronlease.config import Config
 def cmd_status(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config)
-    with open_store(url) as store:
+    with open_store(url, config) as store:
         report = _read(store, config, missing=missing_sqlite_file(url))
     health = report.health()
     if args.json:
@@ -170,7 +170,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config)
     name = stored_name(config, args.task)
-    with open_store(url) as store:
+    with open_store(url, config) as store:
         if missing_sqlite_file(url):
             records: list[RunRecord] = []
         else:

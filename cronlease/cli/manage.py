@@ -19,7 +19,6 @@ from types import FrameType
 
 from cronlease._lease.database import redact
 from cronlease._lease.store import LeaseStore
-from cronlease._scheduler import Scheduler
 from cronlease._status import format_duration, holder_id, summarize_error
 from cronlease._timing.schedule import Schedule
 from cronlease.cli.common import (
@@ -29,6 +28,7 @@ from cronlease.cli.common import (
     Failure,
     UsageError,
     config_from_args,
+    config_scheduler,
     database_url,
     open_store,
     stored_name,
@@ -67,7 +67,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config)
-    with open_store(url) as store:
+    with open_store(url, config) as store:
         store.create_tables()
         name = _target(args, store, config)
         if paused:
@@ -84,7 +84,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     assert config is not None
     spec = task_spec(config, args.task)
     url = database_url(args, config)
-    scheduler = Scheduler(url, namespace=config.namespace, holder=config.holder)
+    scheduler = config_scheduler(url, config)
     # This process only runs the one manual run: it must not start catch-up runs
     # that would be cut off when it exits.
     task = spec.add_to(scheduler, catchup="skip")
@@ -149,7 +149,7 @@ def _interrupt_on_sigterm() -> Iterator[None]:
 def cmd_init_db(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config, fallback=True)
-    with open_store(url) as store:
+    with open_store(url, config) as store:
         store.create_tables()
     print(f"cronlease tables are ready on {redact(url)}")
     return EXIT_OK
@@ -158,7 +158,7 @@ def cmd_init_db(args: argparse.Namespace) -> int:
 def cmd_web(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config, fallback=True)
-    with open_store(url) as store:
+    with open_store(url, config) as store:
         tasks = (
             {config.full_name(spec.name): spec.schedule for spec in config.tasks.values()}
             if config

@@ -15,6 +15,7 @@ from cronlease.cli.common import (
     DISABLED_ENV,
     EXIT_OK,
     config_from_args,
+    config_scheduler,
     database_url,
     logger,
 )
@@ -45,12 +46,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Of the grace, the end is kept for commands (if any) to stop after their SIGTERM.
     has_commands = any(spec.command is not None for spec in specs)
     for_commands = min(COMMAND_STOP_SECONDS, grace / 5) if has_commands else 0.0
-    scheduler = Scheduler(
-        url,
-        namespace=config.namespace,
-        holder=config.holder,
-        shutdown_grace=grace - for_commands,
-        history_keep=config.history_keep,
+    scheduler = config_scheduler(
+        url, config, shutdown_grace=grace - for_commands, history_keep=config.history_keep
     )
     for spec in specs:
         spec.add_to(scheduler)

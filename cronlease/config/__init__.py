@@ -12,6 +12,12 @@ Layout::
     namespace = "myapp"                    # optional: prefixes every task name
     holder = "web-1"                       # optional: this replica's holder id
 
+    # or, with the pool's settings (config/_database.py):
+    # [database]
+    # url = "postgresql://app@db/app"
+    # pool_size = 1
+    # connect_args = { sslmode = "require" }
+
     [scheduler]
     shutdown_grace = "20s"                 # optional: SIGTERM to exit at most (default 25 s)
 
@@ -30,7 +36,8 @@ Layout::
 
 The modules, one job each: ``_load`` reads and parses the file, ``_validate``
 checks its tables, ``_locate`` finds the line of a key for messages,
-``_spec`` is what a valid file declares (and puts it on a scheduler),
+``_database`` the database URL or ``[database]`` table, ``_spec`` is what a
+valid file declares (and puts it on a scheduler),
 ``_calls`` imports ``call`` targets, ``_crontab`` translates crontabs.
 """
 

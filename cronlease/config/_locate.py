@@ -62,6 +62,23 @@ class SourceLines:
                 return number
         return start if task is not None else None
 
+    def table_key_line(self, table: str, key: str) -> int | None:
+        """Best effort: the line of ``key`` in ``[table]``, or of ``table.key = ...`` or
+        ``table = { ... key ... }`` at the top level."""
+        header = re.compile(rf"^\s*\[\s*{re.escape(table)}\s*\]\s*(#.*)?$")
+        key_re = re.compile(rf"^\s*({re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')\s*=")
+        for number, line in enumerate(self.lines, 1):
+            if header.match(line):
+                for inner in range(number + 1, self._next_table(number) + 1):
+                    if key_re.match(self.lines[inner - 1]):
+                        return inner
+                return number
+        inline = re.compile(rf"^\s*{re.escape(table)}\s*(\.|=)")
+        for number, line in enumerate(self.lines, 1):
+            if inline.match(line) and key in line:
+                return number
+        return None
+
     def dotted_line(self, task: str, key: str | None) -> int | None:
         # tasks.NAME.key = ... or tasks.NAME = { ... } at the top level
         name = re.escape(task)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cronlease._lease.names import normal_form
+from cronlease._lease.settings import PoolKeywords
 from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask
 from cronlease._task import DEFAULT_RETRY_DELAY, Task
@@ -106,6 +107,10 @@ class Config:
     path: Path
     database: str
     database_source: str  # "file", "environment" or "default"
+    #: ``[database]``: the pool settings it gives (they win over the URL's parameters)
+    pool: PoolKeywords = field(default_factory=PoolKeywords)
+    #: ``[database] connect_args``: passed to the driver's ``connect()``
+    connect_args: Mapping[str, Any] | None = None
     namespace: str | None = None
     holder: str | None = None
     history_keep: int | None = None  # runs kept per task (docs/design.md §5.12)

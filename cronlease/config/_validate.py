@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from cronlease._lease.database import DEFAULT_URL, normalize_url
+from cronlease._lease.database import DEFAULT_URL
 from cronlease._lease.model import check_task_name
 from cronlease._task import CATCH_UP_POLICIES, DEFAULT_RETRY_DELAY, MAX_RETRIES
 from cronlease._timing.schedule import Schedule, parse_duration
 from cronlease.config._calls import resolve_call, split_call
+from cronlease.config._database import DatabaseTable
 from cronlease.config._locate import SourceLines
 from cronlease.config._spec import Config, TaskSpec
 from cronlease.errors import ConfigError, ConfigFileError
@@ -81,8 +82,9 @@ class Validator:
         for key in data:
             if key not in TOP_LEVEL_KEYS:
                 raise self.unknown_key(key, TOP_LEVEL_KEYS, None)
+        tables = DatabaseTable(self.path, self.source)
+        in_file, pool, connect_args = tables.read(data.get("database", {}))
         from_env = os.environ.get(DATABASE_ENV)
-        in_file = self.string(data["database"], None, "database") if "database" in data else None
         if from_env:
             database, source = from_env, "environment"
         elif in_file is not None:
@@ -90,15 +92,9 @@ class Validator:
         else:
             database, source = DEFAULT_URL, "default"
         if in_file is not None:
-            try:
-                normalize_url(in_file)
-            except ConfigError as exc:
-                raise self.error(str(exc), key="database") from None
+            tables.check_url(in_file, key="url" if isinstance(data["database"], dict) else None)
         if source == "environment":
-            try:
-                normalize_url(database)
-            except ConfigError as exc:
-                raise ConfigFileError(self.path, f"{DATABASE_ENV}: {exc}") from None
+            tables.check_url(database, key=None, env=DATABASE_ENV)
         namespace = None
         if "namespace" in data:
             namespace = self.string(data["namespace"], None, "namespace")
@@ -138,6 +134,8 @@ class Validator:
             path=self.path,
             database=database,
             database_source=source,
+            pool=pool,
+            connect_args=connect_args,
             namespace=namespace,
             holder=holder,
             history_keep=history_keep,

@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
+from cronlease._lease.side_engines import reader_engine
 from cronlease._lease.store import LeaseStore
 from cronlease._status import DeclaredTask, in_namespace
 from cronlease._timing.schedule import Schedule
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
 
 JSON_PATH = "/status.json"
 DEFAULT_RUNS = 5
+#: seconds one snapshot serves every request (one build, however many browsers)
+DEFAULT_CACHE = 2.0
 
 WSGIEnviron = dict[str, Any]
 StartResponse = Callable[..., Callable[[bytes], object]]
@@ -67,6 +72,11 @@ class StatusPage:
     tasks' full names (namespace included) to their schedules, and
     ``namespace`` says which lease rows belong to them. Without ``tasks``,
     every lease row in the database is shown as a task.
+
+    The page reads through a pool of its own, one connection made as the
+    source's store connects (never one the replica's tick path waits for), and
+    one snapshot serves every request for ``cache`` seconds: concurrent requests
+    wait for the build in progress instead of starting their own (0: no cache).
     """
 
     def __init__(
@@ -78,7 +88,10 @@ class StatusPage:
         runs: int = DEFAULT_RUNS,
         refresh: int | None = DEFAULT_REFRESH,
         title: str = "cronlease",
+        cache: float = DEFAULT_CACHE,
     ) -> None:
+        if not cache >= 0:
+            raise ValueError("cache must be a number of seconds, 0 or more")
         if runs < 0:
             raise ValueError("runs must not be negative")
         if refresh is not None and refresh < 1:
@@ -96,7 +109,11 @@ class StatusPage:
             self._store = source.store
             self._tasks = None
             self.namespace = source.namespace
-        _STORES.add(self._store)
+        self.reader = LeaseStore(reader_engine(self._store.engine))
+        _STORES.add(self.reader)
+        self.cache = float(cache)
+        self._building = threading.Lock()
+        self._cached: tuple[float, dict[str, Any]] | None = None
         self.runs = runs
         self.refresh = refresh
         self.title = title
@@ -128,7 +145,14 @@ class StatusPage:
         ]
 
     def collect(self) -> dict[str, Any]:
-        return collect_status(self)
+        """The page's data: the cached snapshot's if it is younger than ``cache``."""
+        with self._building:  # one build at a time; who waited finds it fresh
+            cached = self._cached
+            if cached is not None and time.monotonic() - cached[0] < self.cache:
+                return cached[1]
+            data = collect_status(self)
+            self._cached = (time.monotonic(), data)
+            return data
 
     # --- the two apps -----------------------------------------------------------
 
@@ -222,10 +246,17 @@ def asgi_app(
     runs: int = DEFAULT_RUNS,
     refresh: int | None = DEFAULT_REFRESH,
     title: str = "cronlease",
+    cache: float = DEFAULT_CACHE,
 ) -> Callable[[ASGIScope, ASGIReceive, ASGISend], Awaitable[None]]:
     """The status page as an ASGI app (mount it, e.g. ``app.mount("/cronlease", ...)``)."""
     page = StatusPage(
-        source, tasks=tasks, namespace=namespace, runs=runs, refresh=refresh, title=title
+        source,
+        tasks=tasks,
+        namespace=namespace,
+        runs=runs,
+        refresh=refresh,
+        title=title,
+        cache=cache,
     )
     return page.asgi
 
@@ -238,9 +269,16 @@ def wsgi_app(
     runs: int = DEFAULT_RUNS,
     refresh: int | None = DEFAULT_REFRESH,
     title: str = "cronlease",
+    cache: float = DEFAULT_CACHE,
 ) -> Callable[[WSGIEnviron, StartResponse], Iterable[bytes]]:
     """The status page as a WSGI app (mount it with e.g. Werkzeug's DispatcherMiddleware)."""
     page = StatusPage(
-        source, tasks=tasks, namespace=namespace, runs=runs, refresh=refresh, title=title
+        source,
+        tasks=tasks,
+        namespace=namespace,
+        runs=runs,
+        refresh=refresh,
+        title=title,
+        cache=cache,
     )
     return page.wsgi

@@ -7,14 +7,24 @@ database password from any text that came from the driver or a task.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from cronlease._lease.database import connect_state
 from cronlease._lease.store import LeaseStore
 from cronlease._run.housekeeping import HOUSEKEEPING_TASK
 from cronlease._run.watcher import STUCK_WATCHER_TASK
 from cronlease._scheduler import Scheduler
 from cronlease._status import MIN_SCRUBBED_PASSWORD as MIN_SCRUBBED_PASSWORD
-from cronlease._status import DeclaredTask, health_json, read_status, report_json
+from cronlease._status import (
+    DeclaredTask,
+    Scrubber,
+    build_report,
+    health_json,
+    read_snapshot,
+    report_json,
+)
 
 
 class PageSource(Protocol):
@@ -22,6 +32,8 @@ class PageSource(Protocol):
 
     @property
     def store(self) -> LeaseStore: ...
+
+    reader: LeaseStore
 
     scheduler: Scheduler | None
     namespace: str | None
@@ -32,26 +44,57 @@ class PageSource(Protocol):
 
 
 def collect_status(page: PageSource) -> dict[str, Any]:
-    """Everything the page shows, as JSON-ready data. Reads only; never raises StoreError."""
-    report = read_status(
-        page.store,
-        page.declared_tasks(),
-        namespace=page.namespace,
-        internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
+    """Everything the page shows, as JSON-ready data, from one snapshot read through
+    the page's own pool (the replica's health too). Reads only; never raises StoreError."""
+    declared = page.declared_tasks()
+    now = datetime.now(timezone.utc)
+    scheduler = page.scheduler
+    snapshot = read_snapshot(
+        page.reader,
+        declared,
         runs=page.runs,
-        clock=True,
+        # a replica measures its clock every 5 minutes: shown as measured, not again
+        clock=scheduler is None,
         abandoned=True,
         empty_without_tables=True,  # a database no replica has used yet is shown empty
     )
+    if scheduler is not None and snapshot.error is None:
+        snapshot = replace(snapshot, clock=scheduler.clock_skew)
+    report = build_report(
+        snapshot,
+        declared,
+        database=page.store.url,
+        now=now,
+        namespace=page.namespace,
+        internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
+        scrub=Scrubber.of(page.store),
+    )
     result: dict[str, Any] = {**report_json(report), "title": page.title, "replica": None}
-    scheduler = page.scheduler
     if scheduler is not None:
         result["replica"] = {
             "holder": scheduler.holder,
             "running": scheduler.running,
             "runs_in_progress": scheduler.running_tasks,
             "counters": dict(sorted(scheduler.stats.snapshot().items())),
-            # the page already says the database is unavailable: no second read to fail
-            "health": None if report.database_error else health_json(scheduler.health()),
+            # the page already says the database is unavailable: no health to judge
+            "health": (
+                None if report.database_error else health_json(scheduler.health(snapshot=snapshot))
+            ),
+            "connection": _connection(scheduler),
         }
     return result
+
+
+def _connection(scheduler: Scheduler) -> dict[str, Any] | None:
+    """Why the replica makes no new database connection now; None while it can."""
+    state = connect_state(scheduler.store.engine)
+    if state is None:
+        return None
+    scrub = Scrubber.of(scheduler.store)
+    return {
+        "failures": state.failures,
+        "failing_for": round(state.failing_for, 3),
+        "retry_in": round(state.retry_in, 3),
+        "error": scrub(state.error),
+        "text": scrub(state.describe()),
+    }

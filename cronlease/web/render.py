@@ -152,6 +152,12 @@ def render_html(
         if health is not None and not health["ok"]:
             problems = "".join(f"<li>{_e(p)}</li>" for p in health["problems"])
             body.append(f'<div class="problem" id="health">health: <ul>{problems}</ul></div>')
+        connection = replica.get("connection")
+        if connection:
+            body.append(
+                f'<div class="problem" id="connection">this replica: '
+                f"<code>{_e(connection['text'])}</code></div>"
+            )
         in_progress = ", ".join(replica["runs_in_progress"]) or "none"
         body.append(
             f'<p class="meta">this replica <code>{_e(replica["holder"])}</code>: '

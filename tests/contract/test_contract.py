@@ -658,12 +658,18 @@ def test_odd_names_are_stored_verbatim(store: LeaseStore, task_name: str, base_s
     assert len(set(names)) == len(names)
     assert [len(name) for name in names[-4:]] == [200, 200, 200, MAX_NAME_LENGTH]
 
+    leases = []
     for name in names:
         lease = take(store, name, base_slot)
         # A fresh row per name: no two names collapsed into one.
         assert lease.fence == 1, name
         assert lease.name == name
-        store.finish(lease, "succeeded", f"error of {name}")
+        # renewals bind their values on the client on PostgreSQL (a SET LOCAL travels with them)
+        assert store.heartbeat(lease), name
+        leases.append(lease)
+    assert store.heartbeat_many(leases) == [True] * len(leases)
+    for lease in leases:
+        store.finish(lease, "succeeded", f"error of {lease.name}")
 
     rows = store.leases(names)
     assert sorted(row.name for row in rows) == sorted(names)

@@ -142,6 +142,7 @@ def test_renewals_reconnect_after_their_connection_breaks(tmp_path: Path, task_n
     url = url_for("postgresql", tmp_path)
     store = LeaseStore.from_url(url)
     try:
+        store.create_tables()  # the first test of its process on the run's schema, maybe
         slot = int(store.database_time() * 1000) - 60_000
         request = AcquireRequest(name=task_name, slot=slot, ttl=60, holder="h")
         lease = won(store.acquire(request))
@@ -154,8 +155,12 @@ def test_renewals_reconnect_after_their_connection_breaks(tmp_path: Path, task_n
         assert store.heartbeat(lease) is True
         with store.heartbeat_engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one() != backend
-            # same settings as the store's engine: its schema, and the statement bound
-            assert conn.exec_driver_sql("SHOW statement_timeout").scalar_one() == "5s"
+            # same settings as the store's engine: its schema; and no session setting of
+            # its own (the renewal's bound is a SET LOCAL sent with it: it would stay on
+            # a server connection PgBouncer hands to others)
+            renewal_timeout = conn.exec_driver_sql("SHOW statement_timeout").scalar_one()
+            with store.engine.connect() as other:
+                assert renewal_timeout == other.exec_driver_sql("SHOW statement_timeout").scalar()
             assert conn.exec_driver_sql("SHOW search_path").scalar_one() == str(
                 make_url(url).query["options"]
             ).removeprefix("-csearch_path=")

@@ -76,12 +76,11 @@ def stop_all(procs: list[Proc]) -> None:
 def test_a_stale_attempt_cannot_commit_after_recovery(
     db_url: str, lease_store: LeaseStore, task_name: str
 ) -> None:
-    if db_url.startswith("mysql"):
-        # Found by this test (one clean-clone run in four): a replica SIGSTOPped between
-        # a lease statement and its COMMIT (a separate request on MySQL/MariaDB) keeps the
-        # lease row locked, with no idle-in-transaction timeout set, so no survivor can
-        # recover the slot until the stopped connection ends. A known defect, left open.
-        pytest.skip("MariaDB: a stopped replica's open lease transaction keeps its row lock")
+    # A replica SIGSTOPped between a lease statement and its COMMIT (a separate request
+    # on MySQL/MariaDB; the stuck watcher's and the attempts' transactions elsewhere) kept
+    # the lease row locked until its connection ended, and no survivor could recover
+    # the slot (one clean-clone run in four on MariaDB): the server now ends a session
+    # idle in a transaction after IDLE_IN_TRANSACTION_TIMEOUT (test_idle_transactions.py).
     procs = replicas(db_url, task_name, 1, 3, hold="6")
     try:
         holder, name, slot, _, _, _ = wait_for(

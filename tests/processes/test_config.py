@@ -16,6 +16,7 @@ from cronlease import Scheduler
 from cronlease._lease.database import DEFAULT_URL
 from cronlease.config import DATABASE_ENV, load_config, translate_crontab
 from cronlease.errors import ConfigFileError
+from tests.support.procs import ROOT
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,41 @@ CASES: dict[str, Case] = {
     ),
     "tasks-wrong-type": Case("tasks = 5\n", "must be a table", None, "tasks", 1),
     "task-not-a-table": Case("[tasks]\na = 5\n", "must be a table", "a", None, 2),
-    "database-wrong-type": Case("database = 5\n", "must be a string", None, "database", 1),
+    "database-wrong-type": Case("database = 5\n", "must be a URL string", None, "database", 1),
+    "database-table-unknown-key": Case(
+        '[database]\nurl = "sqlite:///touched.db"\npoolsize = 2\n',
+        "did you mean 'pool_size'?",
+        None,
+        "database.poolsize",
+        3,
+    ),
+    "database-pool-size-zero": Case(
+        "[database]\npool_size = 0\n", "at least 1, not 0", None, "database.pool_size", 2
+    ),
+    "database-overflow-text": Case(
+        '[database]\nmax_overflow = "two"\n', "whole number", None, "database.max_overflow", 2
+    ),
+    "database-idle-timeout-bad": Case(
+        '[database]\npool_idle_timeout = "soon"\n',
+        "is not a duration",
+        None,
+        "database.pool_idle_timeout",
+        2,
+    ),
+    "database-connect-args-not-a-table": Case(
+        '[database]\nconnect_args = "sslmode=require"\n',
+        "must be a table of the driver's connect() arguments",
+        None,
+        "database.connect_args",
+        2,
+    ),
+    "database-url-parameter": Case(
+        '[database]\nurl = "sqlite:///touched.db?pool_size=none"\n',
+        "database URL parameter pool_size=none",
+        None,
+        "database.url",
+        2,
+    ),
     "database-invalid-url": Case(
         'database = "not a url"\n', "is not a valid URL", None, "database", 1
     ),
@@ -281,7 +316,8 @@ def cli_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int
             capture_output=True,
             text=True,
             timeout=60,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(folder)},
+            # this tree's code, not whatever cronlease the interpreter has installed
+            env={"PATH": "/usr/bin:/bin", "HOME": str(folder), "PYTHONPATH": str(ROOT)},
         )
         return name, (result.returncode, result.stderr, path)
 

@@ -1,9 +1,14 @@
 """A replica with many tasks: ``python -m tests.support.batch_replica URL PREFIX COUNT``.
 
 ``COUNT`` tasks ``PREFIX-000``... every second, each appending its slot to the
-ledger (through a pool of ``CRONLEASE_TEST_LEDGER_POOL`` connections, default
-16); prints ``started`` once the scheduler runs, and on SIGTERM a line
-``stats key=value...`` of its batching counters, then exits 0.
+ledger; prints ``started`` once the scheduler runs, and on SIGTERM a line
+``stats key=value...`` of its batching counters, then exits 0. Log lines (stderr)
+carry their level.
+
+- ``CRONLEASE_TEST_LONE=1``: one more task, ``PREFIX-lone``, every second half a
+  second after the others (its ticks travel alone: a batch of one).
+- ``CRONLEASE_TEST_LEDGER``: the ledger's database URL (default: ``URL``), and
+  ``CRONLEASE_TEST_LEDGER_POOL`` its pool size (default 16, and 10 more at a peak).
 """
 
 from __future__ import annotations
@@ -13,28 +18,40 @@ import logging
 import os
 import sys
 import threading
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import create_engine
 
 from cronlease import RunContext, Scheduler
 from cronlease._lease.database import normalize_url
+from cronlease._timing.schedule import EPOCH
 from tests.support import ledger
 
 
 def replica_main(url: str, prefix: str, count: int) -> None:
     """One replica process: ``count`` tasks every second, each appending its slot to the ledger."""
     logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(process)d %(levelname)s %(message)s",
     )
+    ledger_url = os.environ.get("CRONLEASE_TEST_LEDGER", url)
+    pool = int(os.environ.get("CRONLEASE_TEST_LEDGER_POOL", "16"))
+    # a pool size given: that many connections and no more (a server shared by many replicas)
+    overflow = 0 if "CRONLEASE_TEST_LEDGER_POOL" in os.environ else 10
     # A worker for each task: this is about batching, and three replicas of 16
     # workers have 48 slots for 50 ticks a second (capacity: test_capacity.py).
     scheduler = Scheduler(url, history_retention=None, max_workers=count)
     # A pooled ledger connection per worker: a connection per append (as in
     # tests/support/ledger.py) costs MariaDB more than the runs can spare here.
-    connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
-    pool = int(os.environ.get("CRONLEASE_TEST_LEDGER_POOL", "16"))
-    engine = create_engine(normalize_url(url), pool_size=pool, connect_args=connect_args)
+    connect_args = {"timeout": 30} if ledger_url.startswith("sqlite") else {}
+    engine = create_engine(
+        normalize_url(ledger_url),
+        pool_size=pool,
+        max_overflow=overflow,
+        connect_args=connect_args,
+    )
     # Open the ledger's connections before the first tick: sixteen MariaDB
     # connections opened at once by each of three replicas took up to 1.6 s, so
     # the first runs outlived the next tick and, with every worker busy, a
@@ -47,9 +64,12 @@ def replica_main(url: str, prefix: str, count: int) -> None:
     # file's write lock wait in SQLite's busy handler, in sleeps of up to 100 ms, and
     # with the runs of a tick spread over the replicas one append took 1.6 s: the
     # next tick of that task was then skipped for overlap.
-    one_writer: Any = threading.Lock() if url.startswith("sqlite") else contextlib.nullcontext()
-    for index in range(count):
-        name = f"{prefix}-{index:03d}"
+    sqlite = ledger_url.startswith("sqlite")
+    one_writer: Any = threading.Lock() if sqlite else contextlib.nullcontext()
+    names = [f"{prefix}-{index:03d}" for index in range(count)]
+    if os.environ.get("CRONLEASE_TEST_LONE") == "1":
+        names.append(f"{prefix}-lone")
+    for name in names:
 
         def write(ctx: RunContext, name: str = name) -> None:
             with one_writer, engine.begin() as conn:
@@ -57,7 +77,8 @@ def replica_main(url: str, prefix: str, count: int) -> None:
                     ledger.ledger.insert().values(task=name, slot=ctx.slot, pid=os.getpid())
                 )
 
-        scheduler.add_task(write, every="1s", name=name)
+        anchor = EPOCH + timedelta(seconds=0.5) if name.endswith("-lone") else None
+        scheduler.add_task(write, every="1s", name=name, anchor=anchor)
 
     def announce() -> None:
         while not scheduler.running:

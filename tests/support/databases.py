@@ -12,6 +12,9 @@ a run needs a server, it creates there a namespace of its own, named
   given the URL, creates and finds its tables in that schema and nowhere else.
 - MySQL/MariaDB: a database on the server, with the configured database's
   character set and collation; the run's URL names it.
+- PostgreSQL through PgBouncer (tests/support/pgbouncer.py), which refuses
+  the ``options`` startup parameter: a database of the same name on the
+  PostgreSQL server (:func:`postgres_database`), made on first use.
 
 :func:`finish` (called at the end of the session, whether tests passed or
 not) ends the connections the run left open there and drops both, then
@@ -150,7 +153,35 @@ def url(backend: str) -> str:
     return _created[backend].url
 
 
+_PG_DATABASE = "postgresql-database"  # the key of the run's PostgreSQL database in _created
+
+
+def postgres_database() -> str:
+    """The URL of a PostgreSQL database of the run's own (named :data:`RUN_NAME`).
+
+    Call :func:`problem` for ``postgresql`` first. The database is dropped by
+    :func:`finish`, its connections ended.
+    """
+    if _PG_DATABASE not in _created:
+        engine = _admin_engine("postgresql")
+        try:
+            with engine.connect() as conn:
+                conn.execute(text(f'CREATE DATABASE "{RUN_NAME}"'))
+        finally:
+            engine.dispose()
+        direct = make_url(CONFIGURED["postgresql"]).set(database=RUN_NAME)
+        direct = direct.update_query_dict({"application_name": RUN_NAME})
+        _created[_PG_DATABASE] = RunDatabase(
+            _PG_DATABASE, direct.render_as_string(hide_password=False)
+        )
+    return _created[_PG_DATABASE].url
+
+
 def _drop(conn: Connection, backend: str, lock_wait: int) -> None:
+    if backend == _PG_DATABASE:
+        # FORCE: a bouncer or a stray child may still hold connections to it
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{RUN_NAME}" WITH (FORCE)'))
+        return
     if backend == "postgresql":
         conn.execute(text(f"SET lock_timeout = '{lock_wait}s'"))
         conn.execute(text(f'DROP SCHEMA IF EXISTS "{RUN_NAME}" CASCADE'))
@@ -184,7 +215,9 @@ def _end_connections(conn: Connection, backend: str) -> None:
 
 
 def _still_there(conn: Connection, backend: str) -> bool:
-    if backend == "postgresql":
+    if backend == _PG_DATABASE:
+        query = "SELECT count(*) FROM pg_database WHERE datname = :name"
+    elif backend == "postgresql":
         query = "SELECT count(*) FROM pg_namespace WHERE nspname = :name"
     else:
         query = "SELECT count(*) FROM information_schema.schemata WHERE schema_name = :name"
@@ -197,8 +230,10 @@ def finish() -> tuple[list[str], list[str]]:
     wrong: list[str] = []
     for backend, created in _created.items():
         where = "schema" if backend == "postgresql" else "database"
-        configured = make_url(CONFIGURED[backend]).render_as_string(hide_password=True)
-        engine = _admin_engine(backend)
+        server = "postgresql" if backend == _PG_DATABASE else backend
+        label = "postgresql" if backend == _PG_DATABASE else backend
+        configured = make_url(CONFIGURED[server]).render_as_string(hide_password=True)
+        engine = _admin_engine(server)
         try:
             with engine.connect() as conn:
                 try:
@@ -206,13 +241,17 @@ def finish() -> tuple[list[str], list[str]]:
                 except DBAPIError:  # a connection of the run holds a lock: end it, then drop
                     _end_connections(conn, backend)
                     _drop(conn, backend, lock_wait=30)
-                if _still_there(conn, backend):
-                    wrong.append(f"the run's {backend} {where} {RUN_NAME} is still there")
+                gone = not _still_there(conn, backend)
+                if not gone:
+                    wrong.append(f"the run's {label} {where} {RUN_NAME} is still there")
+                if backend == _PG_DATABASE:  # its tables went with it
+                    if gone:
+                        done.append(f"postgresql: dropped database {RUN_NAME}")
+                    continue
                 added = sorted(_configured_tables(conn, backend) - created.before)
         except Exception as exc:
             wrong.append(
-                f"could not drop the run's {backend} {where} {RUN_NAME}:"
-                f" {type(exc).__name__}: {exc}"
+                f"could not drop the run's {label} {where} {RUN_NAME}: {type(exc).__name__}: {exc}"
             )
             continue
         finally:

@@ -60,7 +60,7 @@ class Clusters:
         """Run a PostgreSQL binary (``pg_waldump``, ...) as the clusters' user; its stdout."""
         return self._run(*args, timeout=timeout)
 
-    def _conf(self, data: Path, port: int, extra: str = "") -> None:
+    def _conf(self, data: Path, port: int, settings: dict[str, str] | None = None) -> None:
         with open(data / "postgresql.auto.conf", "a") as conf:
             conf.write(
                 f"port = {port}\nlisten_addresses = '127.0.0.1'\n"
@@ -68,13 +68,15 @@ class Clusters:
                 "synchronous_commit = off\nwal_level = replica\nmax_wal_senders = 5\n"
                 "wal_receiver_timeout = 2s\nwal_retrieve_retry_interval = 500ms\n"
             )
-            conf.write(extra)
+            for name, value in (settings or {}).items():
+                conf.write(f"{name} = {value}\n")
 
-    def primary(self, port: int, extra: str = "") -> Path:
-        """A new cluster on ``port``; ``extra``: more postgresql.conf lines."""
+    def primary(self, port: int, settings: dict[str, str] | None = None) -> Path:
+        """A new cluster on ``port``; ``settings`` are more ``postgresql.conf`` lines
+        (e.g. ``{"max_connections": "10"}``). Its log is :meth:`log_of`."""
         data = self.root / f"data{port}"
         self._run("initdb", "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
-        self._conf(data, port, extra)
+        self._conf(data, port, settings)
         self._dirs.append(data)
         self.start(data)
         return data
@@ -101,6 +103,10 @@ class Clusters:
         self._dirs.append(data)
         self.start(data)
         return data
+
+    @staticmethod
+    def log_of(data: Path) -> Path:
+        return Path(str(data) + ".log")
 
     def start(self, data: Path) -> None:
         self._run("pg_ctl", "-D", str(data), "-l", str(data) + ".log", "-w", "start")

@@ -32,6 +32,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from cronlease._lease.database import IDLE_IN_TRANSACTION_TIMEOUT
 from cronlease._lease.dialects.base import ABANDONED_ERROR
 from cronlease._lease.model import AttemptCandidate, AttemptRequest
 from cronlease._lease.schema import leases, runs
@@ -46,14 +47,38 @@ _names: BindParameter[Any] = bindparam("b_names", expanding=True)
 _limit = bindparam("b_limit", type_=Integer)
 
 
+# PostgreSQL: the transaction's start and its bound on idle time in one request
+# (simple query protocol: no parameters), on a connection in autocommit. The
+# bound is SET LOCAL, so it is never left on the server connection for the
+# next client of a PgBouncer in transaction pooling.
+_IDLE_BOUND = (
+    f"SET LOCAL idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_TIMEOUT * 1000}"
+)
+_PG_BEGIN = f"BEGIN ISOLATION LEVEL READ COMMITTED; {_IDLE_BOUND}"
+
+
 @contextmanager
 def write_transaction(conn: Connection) -> Iterator[None]:
     """One READ COMMITTED transaction of several statements on any backend: the
     store's PostgreSQL connections are autocommit (each lease statement stands
     alone), and MySQL engines not made by cronlease may be REPEATABLE READ (gap
-    locks on the runs index; docs/design.md §3.6)."""
+    locks on the runs index; docs/design.md §3.6).
+
+    A session left idle in it (a process stopped between two statements) is ended
+    by the server after IDLE_IN_TRANSACTION_TIMEOUT, with its row locks: on
+    PostgreSQL by a setting of this transaction, on MariaDB by the session's
+    (database.py).
+    """
     if conn.dialect.name == "postgresql":
-        conn.execution_options(isolation_level="READ COMMITTED")  # reset when pooled again
+        autocommit = bool(getattr(conn.connection.dbapi_connection, "autocommit", False))
+        if not autocommit:  # not a store connection: psycopg begins it, at this level
+            conn.execution_options(isolation_level="READ COMMITTED")  # reset when pooled
+        with conn.begin():
+            # in autocommit psycopg sends no BEGIN, and its COMMIT and ROLLBACK still
+            # end the transaction the server has open
+            conn.exec_driver_sql(_PG_BEGIN if autocommit else _IDLE_BOUND)
+            yield
+        return
     with conn.begin():
         if conn.dialect.name in ("mysql", "mariadb"):
             from cronlease._lease.dialects.mysql import READ_COMMITTED

@@ -4,7 +4,8 @@ SQLAlchemy's execution path (execution context, parameter processing, result
 wrapping) costs about 100 µs per statement, a third of a local PostgreSQL
 round trip; a fleet sends an acquisition per replica per tick. Statements
 still come from SQLAlchemy Core (built once, compiled once per dialect, so
-psycopg sees one query text and keeps it prepared), and still run on a
+psycopg sees one query text, which it prepares once where preparing is on:
+cronlease's engines turn it off by default, cronlease/_lease/prepared.py), and still run on a
 connection checked out through SQLAlchemy's pool. What this module adds is
 the error path SQLAlchemy would have taken: a driver error becomes a
 :class:`sqlalchemy.exc.DBAPIError`, and one that means the connection is gone
@@ -14,6 +15,15 @@ unknown outcomes exactly as for any other statement.
 Bind processors run as SQLAlchemy would run them; results are the driver's
 tuples, without result processing (the callers convert the values they read).
 Expanding (``IN``) parameters are refused when compiled.
+
+A statement with ``local`` settings (PostgreSQL: ``SET LOCAL statement_timeout
+= ...``) sends them in the same request, ahead of the statement: one query of
+two statements, which PostgreSQL runs as one implicit transaction, so the
+setting holds for this statement alone and is never left on the server
+connection (which PgBouncer in transaction pooling hands to other clients).
+Two statements in one query need the simple query protocol, so such a
+statement is bound on the client (psycopg's ``ClientCursor``, its own quoting),
+and never prepared.
 """
 
 from __future__ import annotations
@@ -69,8 +79,9 @@ class _Compiled:
 class DriverStatement:
     """A Core statement run on the raw cursor; results are plain tuples."""
 
-    def __init__(self, statement: ClauseElement) -> None:
+    def __init__(self, statement: ClauseElement, *, local: str | None = None) -> None:
         self.statement = statement
+        self.local = local
         self._compiled: weakref.WeakKeyDictionary[Dialect, _Compiled] = weakref.WeakKeyDictionary()
 
     def compiled(self, dialect: Dialect) -> _Compiled:
@@ -90,9 +101,13 @@ class DriverStatement:
         compiled = self.compiled(conn.dialect)
         dbapi_connection = conn.connection.dbapi_connection
         assert dbapi_connection is not None
-        cursor = dbapi_connection.cursor()
+        cursor = self._cursor(dbapi_connection)
         try:
-            cursor.execute(compiled.sql, compiled.parameters(params))
+            if self.local is None:
+                cursor.execute(compiled.sql, compiled.parameters(params))
+            else:
+                cursor.execute(f"{self.local};\n{compiled.sql}", compiled.parameters(params))
+                cursor.nextset()  # past the settings' result, to the statement's
             rows = cursor.fetchall() if cursor.description is not None else ()
             rowcount = cursor.rowcount
             if not getattr(dbapi_connection, "autocommit", False):
@@ -114,6 +129,13 @@ class DriverStatement:
             ) from exc
         finally:
             cursor.close()
+
+    def _cursor(self, dbapi_connection: Any) -> Any:
+        if self.local is None:
+            return dbapi_connection.cursor()
+        from psycopg import ClientCursor
+
+        return ClientCursor(dbapi_connection)
 
 
 def _rollback_quietly(dbapi_connection: Any) -> None:

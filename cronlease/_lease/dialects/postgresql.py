@@ -8,8 +8,9 @@ The statements of the tick path run on the driver's cursor
 (:mod:`cronlease._lease.dialects.driver`), the rest through SQLAlchemy.
 
 Both tick statements read their rows from ``unnest()`` of parallel array
-parameters (scalars for a batch of one: see :func:`batch_rows`), so psycopg
-prepares each text once, and lease rows are locked in name order
+parameters (scalars for a batch of one: see :func:`batch_rows`), so each is
+one text, prepared once where psycopg prepares (not by default:
+cronlease/_lease/prepared.py), and lease rows are locked in name order
 (``ORDER BY name`` under the upsert / ``FOR UPDATE``), so concurrent batches of
 overlapping tasks cannot deadlock (docs/design.md §3).
 """
@@ -23,6 +24,7 @@ from sqlalchemy import Double, TextClause, literal_column, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
+from cronlease._lease.database import HEARTBEAT_TIMEOUT
 from cronlease._lease.dialects.base import (
     ABANDONED_ERROR,
     Statements,
@@ -69,11 +71,13 @@ def batch_rows(columns: Sequence[tuple[str, str]], *, one: bool) -> str:
     """The ``batch`` CTE of a tick statement: its rows, from parameters.
 
     Many rows come from ``unnest()`` of one array parameter per column: one
-    statement text whatever the count, so psycopg prepares it once. A batch of
-    one — every lone tick, catch-up and run-now — passes scalars instead: an
-    array's length is unknown to a cached generic plan, which then expects ten
-    rows and loses to planning the statement afresh on every execution (a
-    third of the round trip); with scalars the generic plan is the right one.
+    statement text whatever the count, prepared once where psycopg prepares
+    (``prepare_threshold`` set: not by default, for PgBouncer). A batch of one —
+    every lone tick, catch-up and run-now — passes scalars instead: an array's
+    length is unknown to a cached generic plan, which then expects ten rows
+    and loses to planning the statement afresh on every execution (a third of
+    the round trip); with scalars the generic plan is the right one. Unprepared,
+    every execution is planned for its own parameters anyway.
     The statement around the rows is the same text either way.
     """
     if one:
@@ -201,8 +205,13 @@ class PostgreSQLStatements(Statements):
             one: DriverStatement(finish_statement(batch_rows(FINISH_COLUMNS, one=one)))
             for one in (True, False)
         }
+        # A renewal is bounded by HEARTBEAT_TIMEOUT, lock waits included (database.py),
+        # by a setting of its own transaction: nothing is left on the server connection.
+        bound = f"SET LOCAL statement_timeout = {int(HEARTBEAT_TIMEOUT * 1000)}"
         self._heartbeat = {
-            one: DriverStatement(heartbeat_statement(batch_rows(HEARTBEAT_COLUMNS, one=one)))
+            one: DriverStatement(
+                heartbeat_statement(batch_rows(HEARTBEAT_COLUMNS, one=one)), local=bound
+            )
             for one in (True, False)
         }
         self._set_paused = build_set_paused(insert)
