@@ -261,8 +261,9 @@ def test_candidates_are_the_latest_attempts_to_follow(
     assert found[dead].outcome == "running" and found[dead].finished_at is None
     assert found[dead].expires_at < found[dead].db_now
     assert not found[dead].manual
-    # the watcher's abandoned runs are candidates for recovery too
-    assert store.abandon_expired() == [(dead, slot, 1)]
+    # the watcher's abandoned runs are candidates for recovery too (its pass is
+    # fleet-wide: on a suite's shared schema it may name other tests' dead runs)
+    assert (dead, slot, 1) in store.abandon_expired()
     assert store.attempt_candidates([dead])[0].outcome == "abandoned"
 
 
