@@ -293,20 +293,19 @@ class FleetStore:
         self,
         statements: FleetStatements,
         call: _Call,
-        renewal: Callable[[], Engine],
         file: FileGuard | None = None,
     ) -> None:
         self._statements = statements
         self._call = call
-        self._renewal = renewal
         # a SQLite file no longer at its path: no membership, no slot check (§5.17)
         self._file = file
 
     def renew(self, beats: Sequence[MemberBeat]) -> Members:
         """Renew the member rows of ``beats`` (distinct holders; new ones are inserted),
         delete expired rows, and return every live row with the database clock: one
-        round trip on PostgreSQL (one transaction elsewhere), on the renewal
-        connection. A single member is the batch of one."""
+        round trip on PostgreSQL (one transaction elsewhere), on the store's pool
+        (not the renewal connection: docs/design.md §4.4). A single member is the
+        batch of one."""
         holders = [beat.holder for beat in beats]
         if not holders or len(set(holders)) != len(holders):
             raise ValueError("a membership renewal names each holder once, and at least one")
@@ -315,7 +314,6 @@ class FleetStore:
         return self._call(
             "renewing fleet membership",
             functools.partial(self._statements.renew, beats=beats),
-            engine=self._renewal(),
         )
 
     def members(self) -> Members:
@@ -323,13 +321,11 @@ class FleetStore:
         return self._call("reading fleet membership", self._statements.live)
 
     def leave(self, holders: Sequence[str]) -> None:
-        """Delete the member rows of ``holders`` (a clean shutdown), on the renewal
-        connection."""
+        """Delete the member rows of ``holders`` (a clean shutdown)."""
         if holders:
             self._call(
                 "leaving the fleet",
                 functools.partial(self._statements.leave, holders=holders),
-                engine=self._renewal(),
             )
 
     def slot_cursors(self, names: Sequence[str]) -> dict[str, int]:

@@ -91,7 +91,7 @@ class LeaseStore:
         self._beat = side_engines.RenewalEngine(engine)
         #: fleet membership and the read-only slot check (docs/design.md §4.4)
         fleet = FleetStatements(engine.dialect, self.statements.now)
-        self.fleet = FleetStore(fleet, self._call, lambda: self.heartbeat_engine, self._file)
+        self.fleet = FleetStore(fleet, self._call, self._file)
         # set after an outage: what this store saw is read back before the next operation
         self._recheck = False
         self._checking = threading.Lock()

@@ -1,7 +1,7 @@
 """This replica's membership row, and its view of the fleet (docs/design.md §4.4).
 
 One thread, one role: the member thread upserts this replica's row in
-``cronlease_members`` every :data:`RENEW_SECONDS` on the renewal connection,
+``cronlease_members`` every :data:`RENEW_SECONDS` on the store's pool,
 each row living :data:`EXPIRE_SECONDS` (three renewals) on the database
 clock, and reads every live row back in the same round trip. From that read
 it builds an immutable :class:`FleetView` that the acquirer reads without a
