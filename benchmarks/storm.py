@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 TASKS = [("every-1s", "1s"), ("every-2s", "2s"), ("every-3s", "3s"), ("every-5s", "5s")]
@@ -145,7 +146,7 @@ def measure(code: Path, args: argparse.Namespace) -> dict[str, float]:
     ]
     shutil.rmtree(folder, ignore_errors=True)
     per_connected = [counts[name] for counts in window_a for name in counts if counts[name]]
-    return {
+    figures = {
         "never_connected_in_a": len(left_out),
         "never_ran_in_a": len(never_ran),
         "connections_per_connected_replica_a": round(statistics.fmean(per_connected), 2)
@@ -166,6 +167,15 @@ def measure(code: Path, args: argparse.Namespace) -> dict[str, float]:
         "duplicates": len(pairs) - len(set(pairs)),
         "warnings": sum(err.count("WARNING") + err.count("ERROR") for err in errors),
     }
+    kinds = Counter(
+        line.split(":", 2)[-1][:160]
+        for err in errors
+        for line in err.splitlines()
+        if line.startswith(("WARNING", "ERROR"))
+    )
+    for text, count in kinds.most_common(5):
+        print(f"  {count} x {text}")
+    return figures
 
 
 def main() -> None:
