@@ -11,9 +11,9 @@ import time
 from collections import Counter, defaultdict
 
 import pytest
-from sqlalchemy import select
 
 from tests.support import ledger
+from tests.support.batch_replica import read_stats
 from tests.support.procs import Proc, wait_for
 
 REPLICAS = 3
@@ -33,14 +33,15 @@ def test_replica_processes_with_many_tasks_run_every_slot_once(db_url: str, task
         start_ms = (int(time.time()) + 1) * 1000
 
         def slots_with_all_up() -> int:
-            return len({slot for _, slot in _ledger_rows(db_url, task_name) if slot >= start_ms})
+            rows = ledger.rows_like(db_url, f"{task_name}-")
+            return len({slot for _, slot, _ in rows if slot >= start_ms})
 
         wait_for(lambda: slots_with_all_up() >= 4, 30, "four slots with every replica up")
     finally:
         codes = [replica.terminate() for replica in replicas]
     assert codes == [0] * REPLICAS, [replica.stderr()[-2000:] for replica in replicas]
-    stats = [_stats_line(replica) for replica in replicas]
-    rows = _ledger_rows(db_url, task_name)
+    stats = [read_stats(replica) for replica in replicas]
+    rows = [(t, s) for t, s, _ in ledger.rows_like(db_url, f"{task_name}-")]
     by_task: dict[str, list[int]] = defaultdict(list)
     for task, slot in rows:
         by_task[task].append(slot)
@@ -59,17 +60,3 @@ def test_replica_processes_with_many_tasks_run_every_slot_once(db_url: str, task
         assert stat["acquire_batch_ticks"] / stat["acquire_batches"] >= TASKS / REPLICAS / 2, stat
     # each tick was sent to acquire_many by about one replica, not by all three
     assert sum(stat["acquire_batch_ticks"] for stat in stats) <= 1.5 * len(rows) + 2 * TASKS
-
-
-def _ledger_rows(url: str, prefix: str) -> list[tuple[str, int]]:
-    table = ledger.ledger
-    with ledger._engine(url).connect() as conn:
-        rows = conn.execute(
-            select(table.c.task, table.c.slot).where(table.c.task.like(f"{prefix}-%"))
-        ).all()
-    return [(str(task), int(slot)) for task, slot in rows]
-
-
-def _stats_line(replica: Proc) -> dict[str, int]:
-    line = replica.expect("stats", timeout=10)
-    return {key: int(value) for key, value in (pair.split("=") for pair in line.split()[1:])}

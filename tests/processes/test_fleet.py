@@ -86,8 +86,12 @@ def _assert_once_each(db_url: str, prefix: str, *, interrupted: int | None = Non
 
 
 def test_runs_spread_over_the_fleet_and_move_to_a_member_that_joins(
-    db_url: str, task_name: str
+    backend: str, db_url: str, task_name: str
 ) -> None:
+    if backend == "mysql":
+        # CI time (~40 s): membership and the slot check on MySQL/MariaDB are proven by
+        # tests/contract/test_fleet.py, the tick path is the same on every backend
+        pytest.skip("the fleet's spread runs on SQLite and PostgreSQL (CI time)")
     ledger.setup(db_url)
     replicas = [_replica(db_url, task_name) for _ in range(3)]
     try:

@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine
 
@@ -27,6 +27,9 @@ from cronlease import RunContext, Scheduler
 from cronlease._lease.database import normalize_url
 from cronlease._timing.schedule import EPOCH
 from tests.support import ledger
+
+if TYPE_CHECKING:
+    from tests.support.procs import Proc
 
 
 def replica_main(url: str, prefix: str, count: int) -> None:
@@ -91,6 +94,12 @@ def replica_main(url: str, prefix: str, count: int) -> None:
     keys = ["acquire_batches", "acquire_batch_ticks", "ticks_missed", "ticks_left_to_peers"]
     keys += sorted(key for key in stats if key.startswith("ticks_skipped_") or "lease" in key)
     print("stats", " ".join(f"{key}={stats.get(key, 0)}" for key in keys), flush=True)
+
+
+def read_stats(replica: Proc) -> dict[str, int]:
+    """The counters of a replica's ``stats`` line (printed on SIGTERM)."""
+    line = replica.expect("stats", timeout=10)
+    return {key: int(value) for key, value in (pair.split("=") for pair in line.split()[1:])}
 
 
 if __name__ == "__main__":
