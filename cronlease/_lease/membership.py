@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, Double, String, bindparam, delete, select, text
 from sqlalchemy.dialects import mysql, sqlite
-from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.engine import Connection, Dialect
 
 from cronlease._lease.dialects.driver import DriverStatement
 from cronlease._lease.schema import (
@@ -279,9 +279,6 @@ class _Call(Protocol):
         self,
         what: str,
         operation: Callable[[Connection], T],
-        *,
-        retry: bool = True,
-        engine: Engine | None = None,
     ) -> T: ...
 
 
