@@ -241,6 +241,7 @@ class TickRunner:
                 finally:  # the slots of ticks not won (or not started) are free again
                     self.capacity.give_back(granted - (handed_out - before))
                 self._rationing.served(batch)
+                self._admission.served(batch)
                 decision.retries.extend(part.retries)
         finally:
             self._recorder.unhold()
