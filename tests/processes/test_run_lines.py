@@ -5,6 +5,7 @@ APScheduler INFO line at the default level."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from datetime import datetime
 from typing import Any
@@ -13,7 +14,12 @@ import pytest
 
 from cronlease._timing.schedule import time_of_slot
 from tests.support import ledger
-from tests.support.procs import Proc, wait_for
+from tests.support.json_log import JsonFormatter
+from tests.support.procs import ROOT, Proc, wait_for
+
+
+def test_the_replicas_log_with_the_readme_recipe_word_for_word() -> None:
+    assert inspect.getsource(JsonFormatter) in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
