@@ -22,6 +22,7 @@ def test_the_replicas_log_with_the_readme_recipe_word_for_word() -> None:
     assert inspect.getsource(JsonFormatter) in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_two_replicas_logs_tell_who_ran_which_tick(db_url: str, task_name: str) -> None:
     ledger.setup(db_url)
