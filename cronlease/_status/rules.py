@@ -139,7 +139,13 @@ class DeclaredTask:
 
     @classmethod
     def of(cls, task: Task) -> DeclaredTask:
-        return cls(name=task.full_name, schedule=task.schedule, task=task.name, grace=task.grace)
+        return cls(
+            name=task.full_name,
+            schedule=task.schedule,
+            task=task.name,
+            enabled=task.enabled,
+            grace=task.grace,
+        )
 
     def grace_for(self, fire_time: datetime) -> float:
         return self.grace if self.grace is not None else self.schedule.grace(fire_time)
