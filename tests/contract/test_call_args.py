@@ -1,0 +1,58 @@
+"""What a run's call receives: args as declared, the RunContext only where a parameter asks.
+
+On SQLite only: which arguments a callable gets does not depend on the backend.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+from cronlease import RunContext, Scheduler
+from cronlease.config import load_config
+
+
+def test_a_run_receives_args_and_the_context_only_where_asked(tmp_path: Path) -> None:
+    received: dict[str, Any] = {}
+    module = f"purges_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        textwrap.dedent(
+            """
+            received = []
+
+            def purge(days):
+                received.append(days)
+            """
+        )
+    )
+    path = tmp_path / "cronlease.toml"
+    path.write_text(f'[tasks.purge]\ncall = "{module}:purge"\nevery = "1h"\nargs = [30]\n')
+    scheduler = Scheduler(f"sqlite:///{tmp_path / 'calls.db'}")
+    load_config(path).tasks["purge"].add_to(scheduler)
+
+    @scheduler.task(every="1h")
+    def annotated(context: RunContext) -> None:
+        received["annotated"] = context
+
+    @scheduler.task(every="1h")
+    def named(ctx, days=1):  # type: ignore[no-untyped-def]
+        received["named"] = (ctx, days)
+
+    @scheduler.task(every="1h", args=[7])
+    async def keyword(days: int, *, ctx: RunContext) -> None:
+        received["keyword"] = (days, ctx)
+
+    try:
+        for name in ("purge", "annotated", "named", "keyword"):
+            assert scheduler.run_now(name) == "succeeded", name
+    finally:
+        scheduler.runner.close()
+        scheduler.store.dispose()
+    assert sys.modules[module].received == [30]  # not purge(ctx, 30)
+    assert isinstance(received["annotated"], RunContext)
+    assert received["annotated"].name == "annotated" and received["annotated"].manual
+    assert isinstance(received["named"][0], RunContext) and received["named"][1] == 1
+    assert received["keyword"][0] == 7 and isinstance(received["keyword"][1], RunContext)
