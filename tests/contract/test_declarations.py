@@ -1,6 +1,7 @@
-"""What a run's call receives: args as declared, the RunContext only where a parameter asks.
+"""Declared options at work: what a run's call receives (args as declared, the RunContext
+only where a parameter asks), and a task declared ``enabled=False``.
 
-On SQLite only: which arguments a callable gets does not depend on the backend.
+On SQLite only: neither depends on the backend.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from cronlease import RunContext, Scheduler
+from cronlease._status import read_status
+from cronlease._status.rules import DeclaredTask
 from cronlease.config import load_config
+from tests.support.procs import wait_for
 
 
 def test_a_run_receives_args_and_the_context_only_where_asked(tmp_path: Path) -> None:
@@ -56,3 +60,22 @@ def test_a_run_receives_args_and_the_context_only_where_asked(tmp_path: Path) ->
     assert received["annotated"].name == "annotated" and received["annotated"].manual
     assert isinstance(received["named"][0], RunContext) and received["named"][1] == 1
     assert received["keyword"][0] == 7 and isinstance(received["keyword"][1], RunContext)
+
+
+def test_a_disabled_task_is_declared_but_never_fired_by_its_schedule(
+    tmp_path: Path, task_name: str
+) -> None:
+    runs: list[str] = []
+    scheduler = Scheduler(f"sqlite:///{tmp_path / 'disabled.db'}")
+    scheduler.add_task(lambda: runs.append("on"), every="1s", name=f"{task_name}-on")
+    scheduler.add_task(lambda: runs.append("off"), every="1s", name=task_name, enabled=False)
+    with scheduler:
+        wait_for(lambda: runs.count("on") >= 2, 20, "two ticks of the enabled twin")
+        assert "off" not in runs  # same schedule, same ticks: fired by none of them
+        declared = [DeclaredTask.of(task) for task in scheduler.tasks.values()]
+        report = read_status(scheduler.store, declared, runs=0)
+        status = {task.task: task for task in report.tasks}
+        assert status[task_name].enabled is False and status[task_name].next_fire is None
+        assert scheduler.health().ok
+        assert scheduler.run_now(task_name) == "succeeded"  # a manual run still runs it
+    assert runs.count("off") == 1
