@@ -212,11 +212,13 @@ OPTIONS: Mapping[str, Option] = {
 SCHEDULE_KEYS = ("every", "cron", "timezone", "anchor")
 
 
-def parse_options(given: Mapping[str, Any]) -> dict[str, Any]:
-    """Every option's value (the default where not given); OptionError for the first bad one."""
+def parse_options(given: Mapping[str, Any], *, also: Sequence[str] = ()) -> dict[str, Any]:
+    """Every option's value (the default where not given); OptionError for the first bad one.
+
+    ``also``: the caller's other keys, offered with the options for a misspelt one."""
     for key in given:
         if key not in OPTIONS:
-            raise OptionError(key, unknown_key(key, list(OPTIONS)))
+            raise OptionError(key, unknown_key(key, [*OPTIONS, *also]))
     values: dict[str, Any] = {}
     for key, option in OPTIONS.items():
         value = given.get(key, option.default)

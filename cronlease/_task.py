@@ -232,7 +232,7 @@ class Task:
             # repr() holds a memory address: every replica would name the task differently.
             raise ConfigError(f"task {func!r} has no __name__: pass name=")
         try:
-            values = parse_options(options)
+            values = parse_options(options, also=("name",))
             schedule = schedule_of(values)
         except OptionError as exc:
             raise _task_error(label, exc) from None

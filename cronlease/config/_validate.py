@@ -169,6 +169,9 @@ class Validator:
         if not isinstance(table, dict):
             raise self.error(f"must be a table ([tasks.{name}]), not {type_name(table)}", task=name)
         for key in table:
+            if key in ("name", "namespace"):  # the decorator's name=, the scheduler's namespace
+                where = "its table's, [tasks.NAME]" if key == "name" else "the file's, at the top"
+                raise self.error(f"a task's {key} is {where}", task=name, key=key)
             if key not in TASK_KEYS:
                 raise self.unknown_key(key, TASK_KEYS, name)
 

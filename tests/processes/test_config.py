@@ -191,27 +191,6 @@ CASES: dict[str, Case] = {
         "kwargs",
         4,
     ),
-    "kwargs-not-in-the-signature": Case(
-        _task('call = "os.path:join"\nevery = 5\nargs = ["a"]\nkwargs = { dayz = 3 }\n'),
-        "join() got an unexpected keyword argument 'dayz'",
-        "a",
-        "kwargs",
-        5,
-    ),
-    "context-asked-by-position-only": Case(
-        _task('call = "os.path:basename"\nevery = 5\n'),
-        "basename() missing a required argument: 'p'; to receive the run's context, name",
-        "a",
-        None,
-        1,
-    ),
-    "anchor-without-offset": Case(
-        _task('command = "true"\nevery = 5\nanchor = 2026-01-01T00:00:00\n'),
-        "date-time with its offset",
-        "a",
-        "anchor",
-        4,
-    ),
     "shell-wrong-type": Case(
         _task('command = "true"\nevery = 5\nshell = "yes"\n'), "true or false", "a", "shell", 4
     ),

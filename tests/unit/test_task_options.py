@@ -102,6 +102,40 @@ def test_a_bad_value_is_the_same_error_from_the_decorator_and_the_file(
     assert str(from_decorator.value) == f"task 'a', key {key!r}: {from_file.value.detail}"
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            'call = "os.path:join"\nevery = 5\nargs = ["a"]\nkwargs = { dayz = 3 }\n',
+            "6: task 'a', key 'kwargs': join() got an unexpected keyword argument 'dayz'",
+        ),
+        (
+            'call = "os.path:basename"\nevery = 5\n',
+            "2: task 'a': basename() missing a required argument: 'p'; to receive the run's "
+            "context, name the parameter ctx or annotate it ': RunContext'",
+        ),
+        (
+            'command = "true"\nevery = 5\nanchor = 2026-01-01T00:00:00\n',
+            "5: task 'a', key 'anchor': must be a date-time with its offset, such as "
+            "2026-01-01T00:00:00Z, not one without",
+        ),
+        (
+            'command = "true"\nevery = 5\nname = "b"\n',
+            "5: task 'a', key 'name': a task's name is its table's, [tasks.NAME]",
+        ),
+    ],
+)
+def test_the_file_checks_a_calls_signature_when_it_imports_it(
+    body: str, message: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "cronlease.toml"
+    path.write_text(f'database = "sqlite:///{tmp_path / "never.db"}"\n[tasks.a]\n{body}')
+    with pytest.raises(ConfigFileError) as raised:
+        load_config(path)
+    assert str(raised.value) == f"{path}:{message}"
+    # (``cronlease check`` and ``run``: tests/processes/test_config.py)
+
+
 def test_an_unknown_decorator_option_is_a_config_error_naming_it(tmp_path: Path) -> None:
     scheduler = Scheduler(f"sqlite:///{tmp_path / 'never-opened.db'}")
     try:
@@ -112,6 +146,8 @@ def test_an_unknown_decorator_option_is_a_config_error_naming_it(tmp_path: Path)
                 pass
 
         assert str(raised.value) == "task 'purge', key 'evry': unknown key; did you mean 'every'?"
+        with pytest.raises(ConfigError, match=r"key 'nme': unknown key; did you mean 'name'\?"):
+            scheduler.add_task(job, every="5s", nme="x")
         with pytest.raises(ConfigError, match=r"task 'x', key 'namespace': give it to Scheduler"):
             scheduler.add_task(job, every="5s", name="x", namespace="other")
         assert scheduler.tasks == {}
