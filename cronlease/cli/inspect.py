@@ -111,6 +111,7 @@ def _read(store: LeaseStore, config: Config | None, *, missing: bool) -> StatusR
                 schedule=spec.schedule,
                 task=spec.name,
                 enabled=spec.enabled,
+                grace=spec.grace,
             )
             for spec in config.tasks.values()
         ]

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from cronlease import RunContext, Scheduler
+from cronlease import LeaseStore, RunContext, Scheduler
+from cronlease._lease.model import AcquireRequest
 from cronlease._status import read_status
 from cronlease._status.rules import DeclaredTask
+from cronlease.cli.inspect import _read
 from cronlease.config import load_config
+from tests.support.leases import set_lease_end, won
 from tests.support.procs import wait_for
 
 
@@ -79,3 +83,32 @@ def test_a_disabled_task_is_declared_but_never_fired_by_its_schedule(
         assert scheduler.health().ok
         assert scheduler.run_now(task_name) == "succeeded"  # a manual run still runs it
     assert runs.count("off") == 1
+
+
+def test_the_files_grace_is_the_one_the_status_command_judges_by(tmp_path: Path) -> None:
+    path = tmp_path / "cronlease.toml"
+    path.write_text(
+        '[tasks.patient]\ncommand = "true"\nevery = "1m"\ngrace = "1h"\n'
+        '[tasks.strict]\ncommand = "true"\nevery = "1m"\n'
+    )
+    config = load_config(path)
+    store = LeaseStore.from_url(f"sqlite:///{tmp_path / 'status.db'}")
+    store.create_tables()
+    five_minutes_ago = (int(time.time()) // 60 - 5) * 60
+    try:
+        for name in config.tasks:
+            request = AcquireRequest(
+                name=name, slot=five_minutes_ago * 1000, ttl=1, holder="earlier", tolerance=1
+            )
+            lease = won(store.acquire(request))
+            assert lease is not None
+            store.finish(lease, "succeeded")
+            set_lease_end(store, name, five_minutes_ago + 1.0)
+        report = _read(store, config, missing=False)
+    finally:
+        store.dispose()
+    # 4 minutes late: within the hour the file gives one, past the half minute of the other
+    assert {task.task: task.overdue for task in report.tasks} == {
+        "patient": False,
+        "strict": True,
+    }
