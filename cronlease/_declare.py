@@ -8,7 +8,7 @@ scheduler runs is handed to it (:meth:`TaskDeclarations._on_declared`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
@@ -45,18 +45,21 @@ class TaskDeclarations:
         func: None = None,
         /,
         *,
+        name: str | None = None,
         every: object = None,
         cron: str | None = None,
-        name: str | None = None,
         timezone: str | None = None,
         anchor: datetime | None = None,
         lease_ttl: object = None,
         grace: object = None,
         timeout: object = None,
+        enabled: bool = True,
+        catchup: str = "latest",
+        catchup_limit: int = 10,
         retries: int = 0,
         retry_delay: object = "10s",
         recover: bool = False,
-        args: tuple[Any, ...] = (),
+        args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
         alert_after: int = 1,
     ) -> Callable[[F], F]: ...
@@ -64,8 +67,12 @@ class TaskDeclarations:
     def task(self, func: Any = None, /, **options: Any) -> Any:
         """Declare a periodic task: ``@scheduler.task(every="30s")`` or ``cron="0 3 * * *"``.
 
-        The function may take a :class:`RunContext` as its first parameter and
-        may be ``async def``. ``timeout=`` bounds a run: an ``async def`` task is
+        The options are the keys of a ``[tasks.NAME]`` table in ``cronlease.toml``,
+        checked by the same code (:mod:`cronlease._options`). The function receives
+        the :class:`RunContext` in a parameter annotated ``: RunContext`` or named
+        ``ctx``, never by position alone; ``args``/``kwargs`` must fit its signature.
+        It may be ``async def``. ``enabled=False`` declares it without firing it.
+        ``timeout=`` bounds a run: an ``async def`` task is
         cancelled; a plain function cannot be stopped, so its run is recorded
         ``timed_out`` and its lease left to expire (README, "Timeouts").
         ``retries=N`` runs a failed scheduled slot again, up to N times, after
@@ -93,6 +100,11 @@ class TaskDeclarations:
 
     def add_task(self, func: Callable[..., Any], **options: Any) -> Task:
         """Declare ``func`` as a task (same options as :meth:`task`) and return it."""
+        if "namespace" in options:  # the scheduler's, for all its tasks
+            raise ConfigError(
+                f"task {options.get('name') or getattr(func, '__name__', func)!r}, "
+                "key 'namespace': give it to Scheduler(namespace=), not to a task"
+            )
         task = Task.declare(func, namespace=self.namespace, **options)
         with self._lock:
             if task.name in self._by_name:

@@ -12,31 +12,33 @@ from typing import Any, Literal
 
 from sqlalchemy.engine import Connection
 
+from cronlease._call_args import call_shape
 from cronlease._lease.fencing import verify_lease
 from cronlease._lease.model import check_task_name
-from cronlease._timing.schedule import Schedule, parse_duration, time_of_slot
+from cronlease._options import (
+    CATCH_UP_POLICIES,
+    DEFAULT_RETRY_DELAY,
+    MAX_RETRIES,
+    OPTIONS,
+    SCHEDULE_KEYS,
+    OptionError,
+    parse_options,
+    schedule_of,
+)
+from cronlease._timing.schedule import Schedule, time_of_slot
 from cronlease.errors import ConfigError
 
 __all__ = [
     "CATCH_UP_POLICIES",
     "DEFAULT_RETRY_DELAY",
-    "MAX_ALERT_AFTER",
     "MAX_RETRIES",
     "CatchUp",
     "Liveness",
     "RunContext",
     "Task",
-    "takes_context",
 ]
 
 CatchUp = Literal["skip", "latest", "all"]
-CATCH_UP_POLICIES: tuple[str, ...] = ("skip", "latest", "all")
-#: seconds before the first retry of a failed attempt (doubled for each one after)
-DEFAULT_RETRY_DELAY = 10.0
-#: more is a typo: with the doubling delay, 100 retries of "1s" outlast any schedule
-MAX_RETRIES = 100
-#: a health probe reads this many runs per task (and one): more would make it a history read
-MAX_ALERT_AFTER = 100
 
 
 class Liveness:
@@ -77,7 +79,8 @@ class Liveness:
 
 
 class RunContext:
-    """What a running task knows about its run. Pass ``ctx`` as the task's first parameter."""
+    """What a running task knows about its run: a task asks for it with a parameter
+    annotated ``: RunContext`` or named ``ctx`` (:mod:`cronlease._call_args`)."""
 
     __slots__ = (
         "_holder",
@@ -151,24 +154,9 @@ def idempotency_key(full_name: str, slot: int, manual: bool) -> str:
     return f"{full_name}@{'manual-' if manual else ''}{slot}"
 
 
-def takes_context(func: Callable[..., Any]) -> bool:
-    """A task receives the RunContext if its first parameter is positional and has no default."""
-    try:
-        parameters = list(inspect.signature(func).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    if not parameters:
-        return False
-    first = parameters[0]
-    return first.kind in (
-        inspect.Parameter.POSITIONAL_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    ) and (first.default is inspect.Parameter.empty)
-
-
 @dataclass(frozen=True)
 class Task:
-    """A declared task: a name, a schedule and what to run."""
+    """A declared task: a name, a schedule, what to run, its options (:mod:`cronlease._options`)."""
 
     name: str
     schedule: Schedule
@@ -180,6 +168,8 @@ class Task:
     catchup_limit: int = 10
     #: seconds a run may take: see :mod:`cronlease._run.execution` for what a timeout does
     timeout: float | None = None
+    #: False: declared (run_now, pause and the status know it) but never fired by its schedule
+    enabled: bool = True
     #: failed attempts of a scheduled slot tried again, after ``retry_delay`` seconds
     #: doubled per attempt (:mod:`cronlease._run.attempts`)
     retries: int = 0
@@ -191,7 +181,8 @@ class Task:
     #: runs failed in a row before health() and ``status --check`` call the task failing
     alert_after: int = 1
     full_name: str = field(init=False)
-    wants_context: bool = field(init=False, repr=False)
+    #: where the RunContext goes: None (not passed), "" (first argument) or a keyword
+    context_as: str | None = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -203,49 +194,19 @@ class Task:
         check_task_name(full_name)
         if not callable(self.func):
             raise ConfigError(f"task {self.name!r}: {self.func!r} is not callable")
-        if self.lease_ttl is not None and not 1.0 <= self.lease_ttl <= 86400.0:
-            raise ConfigError(f"task {self.name!r}: lease_ttl must be between 1 s and 1 day")
-        if self.grace is not None and not 0 < self.grace <= 86400.0:
-            raise ConfigError(f"task {self.name!r}: grace must be positive and at most 1 day")
-        if self.timeout is not None and not 0 < self.timeout <= 7 * 86400.0:
-            raise ConfigError(f"task {self.name!r}: timeout must be positive and at most 7 days")
-        if (
-            isinstance(self.retries, bool)
-            or not isinstance(self.retries, int)
-            or not 0 <= self.retries <= MAX_RETRIES
-        ):
-            raise ConfigError(
-                f"task {self.name!r}: retries must be a whole number from 0 to {MAX_RETRIES}, "
-                f"not {self.retries!r}"
-            )
-        if not 0 < self.retry_delay <= 86400.0:
-            raise ConfigError(f"task {self.name!r}: retry_delay must be positive and at most 1 day")
-        if not isinstance(self.recover, bool):
-            raise ConfigError(
-                f"task {self.name!r}: recover must be True or False, not {self.recover!r}"
-            )
-        if self.catchup not in CATCH_UP_POLICIES:
-            raise ConfigError(
-                f"task {self.name!r}: catchup must be one of {', '.join(CATCH_UP_POLICIES)}, "
-                f"not {self.catchup!r}"
-            )
-        if (
-            isinstance(self.catchup_limit, bool)
-            or not isinstance(self.catchup_limit, int)
-            or not 1 <= self.catchup_limit <= 1000
-        ):
-            raise ConfigError(f"task {self.name!r}: catchup_limit must be 1 to 1000")
-        if (
-            isinstance(self.alert_after, bool)
-            or not isinstance(self.alert_after, int)
-            or not 1 <= self.alert_after <= MAX_ALERT_AFTER
-        ):
-            raise ConfigError(
-                f"task {self.name!r}: alert_after must be a whole number from 1 to "
-                f"{MAX_ALERT_AFTER}, not {self.alert_after!r}"
-            )
+        # the same checks as the decorator's and the file's (idempotent on parsed values)
+        for key, option in OPTIONS.items():
+            if key not in SCHEDULE_KEYS:
+                try:
+                    object.__setattr__(self, key, option.parse(getattr(self, key)))
+                except ConfigError as exc:
+                    raise _task_error(self.name, OptionError(key, str(exc))) from None
+        try:
+            context_as = call_shape(self.func, self.args, self.kwargs, RunContext)
+        except OptionError as exc:
+            raise _task_error(self.name, exc) from None
         object.__setattr__(self, "full_name", full_name)
-        object.__setattr__(self, "wants_context", takes_context(self.func))
+        object.__setattr__(self, "context_as", context_as)
         object.__setattr__(
             self,
             "is_async",
@@ -258,64 +219,41 @@ class Task:
         cls,
         func: Callable[..., Any],
         *,
-        every: object = None,
-        cron: str | None = None,
         name: str | None = None,
-        timezone: str | None = None,
-        anchor: datetime | None = None,
-        lease_ttl: object = None,
-        grace: object = None,
-        timeout: object = None,
-        catchup: str = "latest",
-        catchup_limit: int = 10,
-        retries: int = 0,
-        retry_delay: object = DEFAULT_RETRY_DELAY,
-        recover: bool = False,
         namespace: str | None = None,
-        args: tuple[Any, ...] = (),
-        kwargs: Mapping[str, Any] | None = None,
-        alert_after: int = 1,
+        **options: Any,
     ) -> Task:
-        """Validate a declaration as the decorator receives it; ConfigError if invalid."""
+        """Validate a declaration as the decorator receives it; ConfigError if invalid.
+
+        ``options`` are the keys of :data:`cronlease._options.OPTIONS`, the same as a
+        ``[tasks.NAME]`` table's, parsed and checked by the same code.
+        """
         # An explicit name="" is an error, not a request for the function's name.
         label = name if name is not None else getattr(func, "__name__", None)
         if label is None:
             # repr() holds a memory address: every replica would name the task differently.
             raise ConfigError(f"task {func!r} has no __name__: pass name=")
-        if (every is None) == (cron is None):
-            raise ConfigError(f"task {label!r}: give exactly one of every= or cron=")
         try:
-            if every is not None:
-                if timezone is not None:
-                    raise ConfigError("timezone= applies to cron schedules only")
-                schedule = Schedule.every(every, anchor=anchor)
-            else:
-                if anchor is not None:
-                    raise ConfigError("anchor= applies to every= schedules only")
-                schedule = Schedule.cron(cron, timezone=timezone)  # type: ignore[arg-type]
-            ttl = None if lease_ttl is None else _seconds(lease_ttl, "lease_ttl")
-            grace_seconds = None if grace is None else _seconds(grace, "grace")
-            timeout_seconds = None if timeout is None else _seconds(timeout, "timeout")
-            delay = _seconds(retry_delay, "retry_delay")
-        except ConfigError as exc:
-            raise ConfigError(f"task {label!r}: {exc}") from None
-        return cls(
-            name=label,
-            schedule=schedule,
-            func=func,
-            namespace=namespace,
-            lease_ttl=ttl,
-            grace=grace_seconds,
-            timeout=timeout_seconds,
-            catchup=catchup,  # type: ignore[arg-type]
-            catchup_limit=catchup_limit,
-            retries=retries,
-            retry_delay=delay,
-            recover=recover,
-            args=tuple(args),
-            kwargs=dict(kwargs or {}),
-            alert_after=alert_after,
-        )
+            values = parse_options(options, also=("name",))
+            schedule = schedule_of(values)
+        except OptionError as exc:
+            raise _task_error(label, exc) from None
+        for key in SCHEDULE_KEYS:
+            del values[key]
+        return cls(name=label, schedule=schedule, func=func, namespace=namespace, **values)
+
+    @property
+    def wants_context(self) -> bool:
+        """Whether a run passes the RunContext (:mod:`cronlease._call_args`)."""
+        return self.context_as is not None
+
+    def call_arguments(self, context: RunContext) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The positional and keyword arguments of a run's call."""
+        if self.context_as is None:
+            return self.args, dict(self.kwargs)
+        if self.context_as == "":
+            return (context, *self.args), dict(self.kwargs)
+        return self.args, {**self.kwargs, self.context_as: context}
 
     @property
     def wants_attempts(self) -> bool:
@@ -356,5 +294,7 @@ class Task:
         return [latest] if (now - latest).total_seconds() < window else []
 
 
-def _seconds(value: object, what: str) -> float:
-    return parse_duration(value, what=what).total_seconds()
+def _task_error(label: str, exc: OptionError) -> ConfigError:
+    """``task 'x', key 'k': message``: the decorator's form of the file's one-line errors."""
+    subject = f"task {label!r}" + (f", key {exc.key!r}" if exc.key else "")
+    return ConfigError(f"{subject}: {exc.detail}")

@@ -142,11 +142,11 @@ class Execution:
         return outcome
 
     def _call(self, task: Task, context: RunContext) -> None:
-        args: tuple[Any, ...] = (context, *task.args) if task.wants_context else task.args
+        args, kwargs = task.call_arguments(context)
         if not task.is_async:
-            task.func(*args, **task.kwargs)
+            task.func(*args, **kwargs)
             return
-        coroutine = _bounded(task.func(*args, **task.kwargs), task.timeout)
+        coroutine = _bounded(task.func(*args, **kwargs), task.timeout)
         loop = self._loop_getter()
         if loop is not None and loop.is_running():
             # On the application's loop; this worker thread just waits for it.

@@ -253,8 +253,11 @@ class Firing:
         """Fire ``task`` from the job of its schedule, adding the job if new.
 
         Members of a group have identical triggers, so a task joining a running
-        group fires at the instants its own job would have fired at.
+        group fires at the instants its own job would have fired at. A disabled
+        task is not fired by its schedule (``run_now`` still runs it).
         """
+        if not task.enabled:
+            return
         job_id = f"cronlease-schedule:{task.schedule.fingerprint}"
         self._task_set ^= task_key(task)
         self._namespace = self._namespace or task.namespace

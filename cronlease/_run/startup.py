@@ -68,7 +68,8 @@ class CatchUp:
     ) -> None:
         self._runner = runner
         self._store = store
-        self._tasks = dict(tasks)
+        # a disabled task is never fired by its schedule, nor caught up
+        self._tasks = {name: task for name, task in tasks.items() if task.enabled}
         self._stats = stats
         self._submit = submit
         #: the thread running the rounds (None if nothing was missed), for shutdown to join

@@ -187,6 +187,7 @@ class DeclaredTask:
             task=task.name,
             grace=task.grace,
             alert_after=task.alert_after,
+            enabled=task.enabled,
         )
 
     def grace_for(self, fire_time: datetime) -> float:

@@ -117,6 +117,7 @@ def _read(store: LeaseStore, config: Config | None, *, missing: bool) -> StatusR
                 task=spec.name,
                 enabled=spec.enabled,
                 alert_after=spec.alert_after,
+                grace=spec.grace,
             )
             for spec in config.tasks.values()
         ]

@@ -16,9 +16,10 @@ from typing import Any
 
 from cronlease._lease.names import normal_form
 from cronlease._lease.settings import PoolKeywords
+from cronlease._options import DEFAULT_RETRY_DELAY, OPTIONS, SCHEDULE_KEYS
 from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask
-from cronlease._task import DEFAULT_RETRY_DELAY, Task
+from cronlease._task import Task
 from cronlease._timing.schedule import Schedule
 from cronlease.errors import ConfigError
 
@@ -39,7 +40,9 @@ class TaskSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    alert_after: int = 1
     lease_ttl: float | None = None
+    grace: float | None = None
     timeout: float | None = None
     enabled: bool = True
     catchup: str = "latest"
@@ -47,7 +50,6 @@ class TaskSpec:
     retries: int = 0
     retry_delay: float = DEFAULT_RETRY_DELAY
     recover: bool = False
-    alert_after: int = 1
     line: int | None = None
 
     @property
@@ -79,27 +81,20 @@ class TaskSpec:
         return self.func
 
     def add_to(self, scheduler: Scheduler, *, catchup: str | None = None) -> Task:
-        """Declare this task on ``scheduler`` (its namespace applies)."""
-        options: dict[str, Any]
+        """Declare this task on ``scheduler`` (its namespace applies): the same options,
+        by the same names, as the decorator's (:data:`cronlease._options.OPTIONS`)."""
+        options: dict[str, Any] = {
+            key: getattr(self, key) for key in OPTIONS if key not in SCHEDULE_KEYS
+        }
         if self.schedule.kind == "every":
-            options = {"every": self.schedule.interval}
+            options.update(every=self.schedule.interval, anchor=self.schedule.anchor)
         else:
-            options = {"cron": self.schedule.expression, "timezone": self.schedule.timezone}
-        return scheduler.add_task(
-            self.function(),
-            name=self.name,
-            lease_ttl=self.lease_ttl,
-            catchup=catchup or self.catchup,
-            catchup_limit=self.catchup_limit,
-            retries=self.retries,
-            retry_delay=self.retry_delay,
-            recover=self.recover,
-            alert_after=self.alert_after,
-            timeout=self.timeout if self.command is None else None,
-            args=self.args,
-            kwargs=self.kwargs,
-            **options,
-        )
+            options.update(cron=self.schedule.expression, timezone=self.schedule.timezone)
+        if catchup is not None:
+            options["catchup"] = catchup
+        if self.command is not None:
+            options["timeout"] = None  # the CommandTask enforces it (it kills the process)
+        return scheduler.add_task(self.function(), name=self.name, **options)
 
 
 @dataclass(frozen=True)

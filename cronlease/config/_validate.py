@@ -6,19 +6,27 @@ the key and (found by :mod:`cronlease.config._locate`) the line.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from cronlease._call_args import call_shape
 from cronlease._lease.database import DEFAULT_URL
 from cronlease._lease.model import check_task_name
-from cronlease._task import CATCH_UP_POLICIES, DEFAULT_RETRY_DELAY, MAX_ALERT_AFTER, MAX_RETRIES
-from cronlease._timing.schedule import Schedule, parse_duration
+from cronlease._options import (
+    OPTIONS,
+    SCHEDULE_KEYS,
+    OptionError,
+    parse_options,
+    schedule_of,
+    type_name,
+    unknown_key,
+)
+from cronlease._task import RunContext
+from cronlease._timing.schedule import parse_duration
 from cronlease.config._calls import resolve_call, split_call
 from cronlease.config._database import DatabaseTable
 from cronlease.config._locate import SourceLines
@@ -33,23 +41,13 @@ DATABASE_ENV = "CRONLEASE_DATABASE_URL"
 TOP_LEVEL_KEYS = ("database", "namespace", "holder", "history_keep", "scheduler", "tasks")
 #: keys of the ``[scheduler]`` table: settings of the replica, not of a task
 SCHEDULER_KEYS = ("shutdown_grace",)
-COMMON_KEYS = (
-    "every",
-    "cron",
-    "timezone",
-    "lease_ttl",
-    "timeout",
-    "enabled",
-    "catchup",
-    "catchup_limit",
-    "retries",
-    "retry_delay",
-    "recover",
-    "alert_after",
-)
-CALL_KEYS = ("call", "args", "kwargs")
+#: the keys of a task that are not options of the decorator: what to run (the decorated
+#: function is its own ``call``) and how a command is run; the rest is :data:`OPTIONS`
+CALL_KEYS = ("call",)
 COMMAND_KEYS = ("command", "shell", "cwd", "env")
-TASK_KEYS = (*CALL_KEYS, *COMMAND_KEYS, *COMMON_KEYS)
+#: options that apply to a ``call`` only (a command takes its arguments in its line)
+CALL_OPTIONS = ("args", "kwargs")
+TASK_KEYS = (*CALL_KEYS, *COMMAND_KEYS, *OPTIONS)
 
 
 class Validator:
@@ -70,25 +68,11 @@ class Validator:
     # --- values ------------------------------------------------------------
 
     def unknown_key(self, key: str, allowed: Sequence[str], task: str | None) -> ConfigFileError:
-        close = difflib.get_close_matches(key, allowed, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(allowed)}"
-        return self.error(f"unknown key{hint}", task=task, key=key)
-
-    def whole_number(self, task: str, table: dict[str, Any], key: str, low: int, high: int) -> int:
-        value = table.get(key, low)  # (the least is the default)
-        if type(value) is not int or not low <= value <= high:
-            raise self.error(f"must be a whole number from {low} to {high}", task=task, key=key)
-        return value
-
-    def boolean(self, task: str, table: dict[str, Any], key: str, default: bool) -> bool:
-        value = table.get(key, default)
-        if not isinstance(value, bool):
-            raise self.error(f"must be true or false, not {_toml_type(value)}", task=task, key=key)
-        return value
+        return self.error(unknown_key(key, allowed), task=task, key=key)
 
     def string(self, value: object, task: str | None, key: str) -> str:
         if not isinstance(value, str):
-            raise self.error(f"must be a string, not {_toml_type(value)}", task=task, key=key)
+            raise self.error(f"must be a string, not {type_name(value)}", task=task, key=key)
         return value
 
     def config(self, data: dict[str, Any]) -> Config:
@@ -127,7 +111,7 @@ class Validator:
         tasks_table = data.get("tasks", {})
         if not isinstance(tasks_table, dict):
             raise self.error(
-                f"must be a table of [tasks.NAME] tables, not {_toml_type(tasks_table)}",
+                f"must be a table of [tasks.NAME] tables, not {type_name(tasks_table)}",
                 key="tasks",
             )
         tasks: dict[str, TaskSpec] = {}
@@ -159,7 +143,7 @@ class Validator:
     def scheduler_settings(self, table: object) -> float | None:
         """The ``[scheduler]`` table; returns ``shutdown_grace`` (None: the default)."""
         if not isinstance(table, dict):
-            raise self.error(f"must be a table, not {_toml_type(table)}", key="scheduler")
+            raise self.error(f"must be a table, not {type_name(table)}", key="scheduler")
         for key in table:
             if key not in SCHEDULER_KEYS:
                 raise self.unknown_key(key, SCHEDULER_KEYS, None)
@@ -169,7 +153,7 @@ class Validator:
         try:
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 raise ConfigError(
-                    f'must be a duration such as 20, "20s" or "1m", not {_toml_type(value)}'
+                    f'must be a duration such as 20, "20s" or "1m", not {type_name(value)}'
                 )
             return parse_duration(value, what="shutdown_grace").total_seconds()
         except ConfigError as exc:
@@ -183,10 +167,11 @@ class Validator:
         except ConfigError as exc:
             raise self.error(f"invalid task name: {exc}", task=name) from None
         if not isinstance(table, dict):
-            raise self.error(
-                f"must be a table ([tasks.{name}]), not {_toml_type(table)}", task=name
-            )
+            raise self.error(f"must be a table ([tasks.{name}]), not {type_name(table)}", task=name)
         for key in table:
+            if key in ("name", "namespace"):  # the decorator's name=, the scheduler's namespace
+                where = "its table's, [tasks.NAME]" if key == "name" else "the file's, at the top"
+                raise self.error(f"a task's {key} is {where}", task=name, key=key)
             if key not in TASK_KEYS:
                 raise self.unknown_key(key, TASK_KEYS, name)
 
@@ -198,7 +183,7 @@ class Validator:
                 task=name,
                 key="command" if "call" in table else None,
             )
-        for key in COMMAND_KEYS if "call" in table else CALL_KEYS:
+        for key in COMMAND_KEYS if "call" in table else CALL_OPTIONS:
             if key in table:
                 raise self.error(
                     f"applies to {'command' if key in COMMAND_KEYS else 'call'} tasks only",
@@ -206,113 +191,25 @@ class Validator:
                     key=key,
                 )
 
-        schedule = self.schedule(name, table)
-        lease_ttl = self.duration(name, table, "lease_ttl")
-        if lease_ttl is not None and not 1.0 <= lease_ttl <= 86400.0:
-            raise self.error("must be between 1 s and 1 day", task=name, key="lease_ttl")
-        timeout = self.duration(name, table, "timeout")
-        enabled = self.boolean(name, table, "enabled", True)
-        catchup = table.get("catchup", "latest")
-        if catchup not in CATCH_UP_POLICIES:
-            raise self.error(
-                f"must be one of {', '.join(map(repr, CATCH_UP_POLICIES))}, not {catchup!r}",
-                task=name,
-                key="catchup",
-            )
-        catchup_limit = table.get("catchup_limit", 10)
-        if type(catchup_limit) is not int or not 1 <= catchup_limit <= 1000:
-            raise self.error("must be an integer from 1 to 1000", task=name, key="catchup_limit")
-        retries = self.whole_number(name, table, "retries", 0, MAX_RETRIES)
-        retry_delay = self.duration(name, table, "retry_delay")
-        if retry_delay is not None and retry_delay > 86400.0:
-            raise self.error("must be at most 1 day", task=name, key="retry_delay")
-        recover = self.boolean(name, table, "recover", False)
-        alert_after = self.whole_number(name, table, "alert_after", 1, MAX_ALERT_AFTER)
-        common = {
-            "name": stored,
-            "schedule": schedule,
-            "lease_ttl": lease_ttl,
-            "timeout": timeout,
-            "enabled": enabled,
-            "catchup": catchup,
-            "catchup_limit": catchup_limit,
-            "retries": retries,
-            "retry_delay": DEFAULT_RETRY_DELAY if retry_delay is None else retry_delay,
-            "recover": recover,
-            "alert_after": alert_after,
-            "line": self.source.table_start(name) or self.source.dotted_line(name, None),
-        }
+        given = {key: value for key, value in table.items() if key in OPTIONS}
+        try:
+            values = parse_options(given)
+            schedule = schedule_of(values)
+        except OptionError as exc:
+            raise self.error(exc.detail, task=name, key=exc.key) from None
+        common = {key: value for key, value in values.items() if key not in SCHEDULE_KEYS}
+        common.update(
+            name=stored,
+            schedule=schedule,
+            line=self.source.table_start(name) or self.source.dotted_line(name, None),
+        )
         if "call" in table:
             return self.call_spec(table, common)
         return self.command_spec(table, common)
 
-    def schedule(self, name: str, table: dict[str, Any]) -> Schedule:
-        if "every" in table and "cron" in table:
-            raise self.error("give either 'every' or 'cron', not both", task=name, key="cron")
-        if "every" not in table and "cron" not in table:
-            raise self.error(
-                "no schedule: give 'every' (e.g. every = \"5m\") or 'cron' "
-                '(e.g. cron = "0 3 * * *")',
-                task=name,
-            )
-        zone = None
-        if "timezone" in table:
-            zone = self.string(table["timezone"], name, "timezone")
-            if "every" in table:
-                raise self.error("applies to cron schedules only", task=name, key="timezone")
-            if zone.upper() != "UTC":
-                try:
-                    ZoneInfo(zone)
-                except (ZoneInfoNotFoundError, ValueError):
-                    close = difflib.get_close_matches(zone, available_timezones(), n=1)
-                    hint = (
-                        f"did you mean {close[0]!r}?"
-                        if close
-                        else "use an IANA name such as 'Europe/Istanbul'"
-                    )
-                    raise self.error(
-                        f"unknown time zone {zone!r}: {hint}",
-                        task=name,
-                        key="timezone",
-                    ) from None
-        try:
-            if "every" in table:
-                every = table["every"]
-                if not isinstance(every, (str, int, float)) or isinstance(every, bool):
-                    raise ConfigError(
-                        f'must be a duration such as 30, "90s" or "1h30m", not {_toml_type(every)}'
-                    )
-                return Schedule.every(every)
-        except ConfigError as exc:
-            raise self.error(str(exc), task=name, key="every") from None
-        cron = self.string(table["cron"], name, "cron")
-        try:
-            return Schedule.cron(cron, timezone=zone)
-        except ConfigError as exc:
-            raise self.error(str(exc), task=name, key="cron") from None
-
-    def duration(self, name: str, table: dict[str, Any], key: str) -> float | None:
-        if key not in table:
-            return None
-        value = table[key]
-        try:
-            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-                raise ConfigError(
-                    f'must be a duration such as 30, "90s" or "1h30m", not {_toml_type(value)}'
-                )
-            return parse_duration(value, what=key).total_seconds()
-        except ConfigError as exc:
-            raise self.error(str(exc), task=name, key=key) from None
-
     def call_spec(self, table: dict[str, Any], common: dict[str, Any]) -> TaskSpec:
         name = common["name"]
         target = self.string(table["call"], name, "call")
-        args = table.get("args", [])
-        if not isinstance(args, list):
-            raise self.error(f"must be an array, not {_toml_type(args)}", task=name, key="args")
-        kwargs = table.get("kwargs", {})
-        if not isinstance(kwargs, dict):
-            raise self.error(f"must be a table, not {_toml_type(kwargs)}", task=name, key="kwargs")
         try:
             split_call(target)
         except ConfigError as exc:
@@ -323,11 +220,19 @@ class Validator:
                 func = resolve_call(target, self.path.parent)
             except ConfigError as exc:
                 raise self.error(str(exc), task=name, key="call") from None
-        return TaskSpec(call=target, func=func, args=tuple(args), kwargs=dict(kwargs), **common)
+            try:  # as the scheduler will call it: caught by `check`, not at the first run
+                call_shape(func, common["args"], common["kwargs"], RunContext)
+            except OptionError as exc:
+                raise self.error(exc.detail, task=name, key=exc.key) from None
+        return TaskSpec(call=target, func=func, **common)
 
     def command_spec(self, table: dict[str, Any], common: dict[str, Any]) -> TaskSpec:
         name = common["name"]
-        shell = self.boolean(name, table, "shell", False)
+        shell = table.get("shell", False)
+        if not isinstance(shell, bool):
+            raise self.error(
+                f"must be true or false, not {type_name(shell)}", task=name, key="shell"
+            )
         raw = table["command"]
         command: str | tuple[str, ...]
         if isinstance(raw, str):
@@ -356,7 +261,7 @@ class Validator:
             command = tuple(raw)
         else:
             raise self.error(
-                f"must be a string or an array of strings, not {_toml_type(raw)}",
+                f"must be a string or an array of strings, not {type_name(raw)}",
                 task=name,
                 key="command",
             )
@@ -368,7 +273,7 @@ class Validator:
                 raise self.error(f"{cwd_text!r} is not a directory", task=name, key="cwd")
         env = table.get("env", {})
         if not isinstance(env, dict):
-            raise self.error(f"must be a table, not {_toml_type(env)}", task=name, key="env")
+            raise self.error(f"must be a table, not {type_name(env)}", task=name, key="env")
         for var, value in env.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
                 raise self.error(
@@ -376,23 +281,8 @@ class Validator:
                 )
             if not isinstance(value, str):
                 raise self.error(
-                    f"the value of {var} must be a string, not {_toml_type(value)}",
+                    f"the value of {var} must be a string, not {type_name(value)}",
                     task=name,
                     key="env",
                 )
         return TaskSpec(command=command, shell=shell, cwd=cwd, env=dict(env), **common)
-
-
-def _toml_type(value: object) -> str:
-    names = {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a float",
-        str: "a string",
-        list: "an array",
-        dict: "a table",
-    }
-    for kind, label in names.items():
-        if type(value) is kind:
-            return label
-    return f"a {type(value).__name__}"

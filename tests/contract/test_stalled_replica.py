@@ -53,7 +53,7 @@ def test_a_replica_whose_timer_stopped_is_unhealthy(tmp_path: Path, task_name: s
 def test_a_replica_whose_acquirer_hangs_is_unhealthy(tmp_path: Path, task_name: str) -> None:
     url = f"sqlite:///{tmp_path / 'fleet.db'}"
     scheduler = Scheduler(url)
-    scheduler.add_task(lambda _: None, every="1s", name=task_name)
+    scheduler.add_task(lambda: None, every="1s", name=task_name)
     scheduler.runner.ensure_schema()
     scheduler.pause(task_name)  # every tick is refused, so none is overdue, ever
     gate = threading.Lock()

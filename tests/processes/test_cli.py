@@ -183,6 +183,7 @@ def test_check_lists_tasks_with_schedule_ttl_and_next_fire_times(tmp_path: Path)
 
         [tasks.report]
         call = "os.path:join"
+        args = ["reports", "today"]  # join() has a required parameter: check binds the call
         cron = "0 2 * * *"
         timezone = "Europe/Istanbul"
         lease_ttl = "2m"

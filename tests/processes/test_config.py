@@ -224,7 +224,7 @@ CASES: dict[str, Case] = {
     ),
     "catchup-limit-wrong": Case(
         _task('command = "true"\nevery = 5\ncatchup_limit = 0\n'),
-        "integer from 1 to 1000",
+        "whole number from 1 to 1000",
         "a",
         "catchup_limit",
         4,
@@ -451,6 +451,37 @@ def test_calls_import_from_the_config_directory_and_can_be_skipped(tmp_path: Pat
     path.write_text('[tasks.a]\ncall = "not_importable_here:job"\nevery = 5\n')
     spec = load_config(path, import_calls=False).tasks["a"]
     assert spec.func is None and spec.target == "not_importable_here:job"
+
+
+def test_check_binds_args_and_kwargs_to_the_calls_signature(tmp_path: Path) -> None:
+    module = f"purges_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text("def purge(days):\n    pass\n")
+    path = tmp_path / "cronlease.toml"
+    database = tmp_path / "never.db"
+    head = f'database = "sqlite:///{database}"\n[tasks.purge]\ncall = "{module}:purge"\n'
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cronlease", "check", "-c", str(path)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
+        )
+
+    path.write_text(head + 'every = "1h"\nkwargs = { dayz = 3 }\n')
+    result = check()
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"cronlease: error: {path}:5: task 'purge', key 'kwargs': purge() got an unexpected "
+        "keyword argument 'dayz'; did you mean 'days'?\n"
+    )
+    assert result.stdout == "" and not database.exists()
+    path.write_text(head + 'every = "1h"\nargs = [30]\n')
+    result = check()
+    assert result.returncode == 0, result.stderr
+    assert f"{path}: OK, 1 task(s)" in result.stdout
 
 
 def test_an_async_call_with_a_timeout_is_cancelled_and_recorded_timed_out(tmp_path: Path) -> None:

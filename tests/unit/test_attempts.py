@@ -151,14 +151,14 @@ def test_task_options_and_their_defaults() -> None:
 @pytest.mark.parametrize(
     ("options", "words"),
     [
-        ({"retries": -1}, "retries must be a whole number"),
-        ({"retries": True}, "retries must be a whole number"),
-        ({"retries": 1.5}, "retries must be a whole number"),
-        ({"retries": 101}, "retries must be a whole number"),
+        ({"retries": -1}, "key 'retries': must be a whole number"),
+        ({"retries": True}, "key 'retries': must be a whole number"),
+        ({"retries": 1.5}, "key 'retries': must be a whole number"),
+        ({"retries": 101}, "key 'retries': must be a whole number"),
         ({"retry_delay": "soon"}, "retry_delay"),
         ({"retry_delay": 0}, "retry_delay"),
-        ({"retry_delay": "2d"}, "retry_delay must be positive and at most 1 day"),
-        ({"recover": "yes"}, "recover must be True or False"),
+        ({"retry_delay": "2d"}, "key 'retry_delay': must be at most 1 day"),
+        ({"recover": "yes"}, "key 'recover': must be true or false"),
     ],
 )
 def test_bad_task_options_name_the_task_and_the_option(

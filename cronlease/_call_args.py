@@ -1,0 +1,115 @@
+"""How a task's callable is called: which parameter asks for the RunContext, and whether
+the declared ``args``/``kwargs`` fit its signature (checked when declared, not at the first run).
+
+A parameter asks for the context by its annotation (``ctx: RunContext``, or the
+string ``"RunContext"`` that ``from __future__ import annotations`` leaves) or by
+its name, ``ctx`` — never by its position alone: ``def purge(days)`` with
+``args = [30]`` is called ``purge(30)``. A first positional parameter that
+asks is given the context positionally, any other by keyword.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cronlease._options import OptionError
+
+__all__ = ["CONTEXT_NAME", "call_shape"]
+
+#: the parameter name that asks for the context without an annotation
+CONTEXT_NAME = "ctx"
+_CONTEXT_ANNOTATIONS = ("RunContext", "cronlease.RunContext", "cronlease._task.RunContext")
+_NAMED_KINDS = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+)
+_HOW_TO_ASK = "to receive the run's context, name the parameter ctx or annotate it ': RunContext'"
+
+
+def call_shape(
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    context_type: type,
+) -> str | None:
+    """Where the context goes: None (not passed), "" (first positional argument) or the
+    keyword. OptionError (key ``args``, ``kwargs`` or None) when the call cannot bind."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin without a signature: called as declared
+        return None
+    label = getattr(func, "__name__", None) or type(func).__name__
+    parameters = list(signature.parameters.values())
+    asking = [p for p in parameters if p.kind in _NAMED_KINDS and _asks(p, context_type)]
+    context: str | None = None
+    if asking:
+        parameter = asking[0]
+        if parameter is parameters[0] and parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
+            context = ""
+        elif parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise OptionError(
+                None,
+                f"{label}() asks for the run's context in positional-only parameter "
+                f"{parameter.name!r}, which is not its first: make it the first",
+            )
+        else:
+            context = parameter.name
+    marker = object()
+    positional = (marker, *args) if context == "" else tuple(args)
+    keywords = dict(kwargs)
+    if context:
+        if context in keywords:
+            raise OptionError(
+                "kwargs",
+                f"{label}() receives the run's context as {context!r}: kwargs cannot give it",
+            )
+        keywords[context] = marker
+    _check_keywords(label, parameters, kwargs)
+    try:
+        signature.bind(*positional, **keywords)
+    except TypeError as exc:
+        message = str(exc)
+        missing = message.startswith("missing")
+        hint = f"; {_HOW_TO_ASK}" if missing and context is None else ""
+        raise OptionError(_blamed(message, args, kwargs), f"{label}() {message}{hint}") from None
+    return context
+
+
+def _check_keywords(
+    label: str, parameters: list[inspect.Parameter], kwargs: Mapping[str, Any]
+) -> None:
+    """A misspelt keyword first: bind() would first report the parameter it leaves missing."""
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    names = [p.name for p in parameters if p.kind in _NAMED_KINDS[1:]]
+    for key in kwargs:
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise OptionError(
+                "kwargs", f"{label}() got an unexpected keyword argument {key!r}{hint}"
+            )
+
+
+def _asks(parameter: inspect.Parameter, context_type: type) -> bool:
+    annotation = parameter.annotation
+    if annotation is context_type:
+        return True
+    if isinstance(annotation, str) and annotation.strip() in _CONTEXT_ANNOTATIONS:
+        return True
+    return parameter.name == CONTEXT_NAME
+
+
+def _blamed(message: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+    """The key a binding error is about, for the file's line and the message's subject."""
+    if "keyword" in message or "multiple values" in message:
+        return "kwargs"
+    if "positional" in message:
+        return "args"
+    if args or not kwargs:
+        return "args" if args else None
+    return "kwargs"

@@ -1,0 +1,257 @@
+"""A task's options: one table for ``@scheduler.task(...)``, ``add_task`` and ``cronlease.toml``.
+
+Each key parses the value as the decorator or TOML gives it into what a
+:class:`~cronlease._task.Task` keeps; a problem is an :class:`OptionError`
+naming the key, its message the same one line for both: the decorator prefixes
+the task (``task 'purge', key 'retries': ...``), the file its path and line too.
+Parsing is idempotent, so a Task built directly re-checks its values here.
+
+To add an option: one :class:`Option` in :data:`OPTIONS`, a field of that name on
+Task and on :class:`~cronlease.config.TaskSpec`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from cronlease._timing.schedule import Schedule, parse_duration
+from cronlease.errors import ConfigError
+
+__all__ = [
+    "CATCH_UP_POLICIES",
+    "DEFAULT_RETRY_DELAY",
+    "MAX_ALERT_AFTER",
+    "MAX_RETRIES",
+    "OPTIONS",
+    "SCHEDULE_KEYS",
+    "OptionError",
+    "parse_options",
+    "schedule_of",
+    "type_name",
+    "unknown_key",
+]
+
+CATCH_UP_POLICIES: tuple[str, ...] = ("skip", "latest", "all")
+#: seconds before the first retry of a failed attempt (doubled for each one after)
+DEFAULT_RETRY_DELAY = 10.0
+#: more is a typo: with the doubling delay, 100 retries of "1s" outlast any schedule
+MAX_RETRIES = 100
+#: a health probe reads this many runs per task (and one): more would make it a history read
+MAX_ALERT_AFTER = 100
+DAY = 86400.0
+
+
+class OptionError(ConfigError):
+    """A bad value of one option; ``key`` is None for a problem of the whole schedule."""
+
+    def __init__(self, key: str | None, message: str) -> None:
+        self.key = key
+        self.detail = message
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One key: its default and the function that checks a given value into the kept one."""
+
+    key: str
+    default: Any
+    parse: Callable[[Any], Any]
+
+
+def type_name(value: object) -> str:
+    """The value's type as TOML calls it (a Python list is an array, a dict a table)."""
+    names: tuple[tuple[type, str], ...] = (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a float"),
+        (str, "a string"),
+        (list, "an array"),
+        (tuple, "an array"),
+        (dict, "a table"),
+        (datetime, "a date-time"),
+        (date, "a date"),
+        (time, "a time"),
+    )
+    for kind, label in names:
+        if type(value) is kind:
+            return label
+    return f"a {type(value).__name__}"
+
+
+def unknown_key(key: str, allowed: Sequence[str]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    return "unknown key" + (
+        f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(allowed)}"
+    )
+
+
+# --- the parsers: value as given -> value kept; ConfigError(message) ------------------
+
+
+def _duration(key: str, most: float, least: float | None = None) -> Callable[[Any], float]:
+    most_label = "1 day" if most == DAY else f"{most / DAY:g} days"
+
+    def parse(value: Any) -> float:
+        if not isinstance(value, (str, int, float, timedelta)) or isinstance(value, bool):
+            raise ConfigError(
+                f'must be a duration such as 30, "90s" or "1h30m", not {type_name(value)}'
+            )
+        seconds = parse_duration(value, what=key).total_seconds()
+        if least is not None and not least <= seconds <= most:
+            raise ConfigError(f"must be between {least:g} s and {most_label}")
+        if seconds > most:
+            raise ConfigError(f"must be at most {most_label}")
+        return seconds
+
+    return parse
+
+
+def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else parse(value)
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"must be true or false, not {type_name(value)}")
+    return value
+
+
+def _whole(least: int, most: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if type(value) is not int or not least <= value <= most:
+            raise ConfigError(f"must be a whole number from {least} to {most}, not {value!r}")
+        return value
+
+    return parse
+
+
+def _string(example: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if not isinstance(value, str):
+            raise ConfigError(f"must be a string such as {example!r}, not {type_name(value)}")
+        return value
+
+    return parse
+
+
+def _timezone(value: Any) -> str:
+    zone = _string("Europe/Istanbul")(value)
+    if zone.upper() == "UTC":
+        return zone
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        close = difflib.get_close_matches(zone, available_timezones(), n=1)
+        hint = (
+            f"did you mean {close[0]!r}?" if close else "use an IANA name such as 'Europe/Istanbul'"
+        )
+        raise ConfigError(f"unknown time zone {zone!r}: {hint}") from None
+    return zone
+
+
+def _anchor(value: Any) -> datetime:
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise ConfigError(
+            "must be a date-time with its offset, such as 2026-01-01T00:00:00Z, "
+            f"not {'one without' if isinstance(value, datetime) else type_name(value)}"
+        )
+    return value
+
+
+def _catchup(value: Any) -> str:
+    if value not in CATCH_UP_POLICIES:
+        choices = ", ".join(map(repr, CATCH_UP_POLICIES))
+        raise ConfigError(f"must be one of {choices}, not {value!r}")
+    return str(value)
+
+
+def _args(value: Any) -> tuple[Any, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"must be an array of positional arguments, not {type_name(value)}")
+    return tuple(value)
+
+
+def _kwargs(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(f"must be a table of keyword arguments, not {type_name(value)}")
+    return dict(value)
+
+
+def _every(value: Any) -> Any:
+    if not isinstance(value, (str, int, float, timedelta)) or isinstance(value, bool):
+        raise ConfigError(
+            f'must be a duration such as 30, "90s" or "1h30m", not {type_name(value)}'
+        )
+    return value
+
+
+OPTIONS: Mapping[str, Option] = {
+    option.key: option
+    for option in (
+        Option("every", None, _optional(_every)),
+        Option("cron", None, _optional(_string("0 3 * * *"))),
+        Option("timezone", None, _optional(_timezone)),
+        Option("anchor", None, _optional(_anchor)),
+        Option("lease_ttl", None, _optional(_duration("lease_ttl", DAY, least=1.0))),
+        Option("grace", None, _optional(_duration("grace", DAY))),
+        Option("timeout", None, _optional(_duration("timeout", 7 * DAY))),
+        Option("enabled", True, _boolean),
+        Option("catchup", "latest", _catchup),
+        Option("catchup_limit", 10, _whole(1, 1000)),
+        Option("retries", 0, _whole(0, MAX_RETRIES)),
+        Option("retry_delay", DEFAULT_RETRY_DELAY, _duration("retry_delay", DAY)),
+        Option("recover", False, _boolean),
+        Option("args", (), _args),
+        Option("kwargs", {}, _kwargs),
+        Option("alert_after", 1, _whole(1, MAX_ALERT_AFTER)),
+    )
+}
+#: the keys that together make the task's ``schedule``
+SCHEDULE_KEYS = ("every", "cron", "timezone", "anchor")
+
+
+def parse_options(given: Mapping[str, Any], *, also: Sequence[str] = ()) -> dict[str, Any]:
+    """Every option's value (the default where not given); OptionError for the first bad one.
+
+    ``also``: the caller's other keys, offered with the options for a misspelt one."""
+    for key in given:
+        if key not in OPTIONS:
+            raise OptionError(key, unknown_key(key, [*OPTIONS, *also]))
+    values: dict[str, Any] = {}
+    for key, option in OPTIONS.items():
+        value = given.get(key, option.default)
+        try:
+            values[key] = option.parse(value)
+        except OptionError:
+            raise
+        except ConfigError as exc:
+            raise OptionError(key, str(exc)) from None
+    return values
+
+
+def schedule_of(values: Mapping[str, Any]) -> Schedule:
+    """The schedule of parsed options (``every``/``cron``, ``timezone``, ``anchor``)."""
+    every, cron = values.get("every"), values.get("cron")
+    if every is not None and cron is not None:
+        raise OptionError("cron", "give either 'every' or 'cron', not both")
+    if every is None and cron is None:
+        raise OptionError(
+            None,
+            "no schedule: give 'every' (e.g. every = \"5m\") or 'cron' (e.g. cron = \"0 3 * * *\")",
+        )
+    if every is not None and values.get("timezone") is not None:
+        raise OptionError("timezone", "applies to cron schedules only")
+    if cron is not None and values.get("anchor") is not None:
+        raise OptionError("anchor", "applies to every schedules only")
+    try:
+        if every is not None:
+            return Schedule.every(every, anchor=values.get("anchor"))
+        return Schedule.cron(str(cron), timezone=values.get("timezone"))
+    except ConfigError as exc:
+        raise OptionError("every" if every is not None else "cron", str(exc)) from None
