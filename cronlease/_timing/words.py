@@ -16,7 +16,10 @@ from cronlease._timing.schedule import Schedule
 __all__ = ["describe", "describe_interval"]
 
 _DAY_NAMES = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-_MONTH_NAMES = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
+_MONTH_NAMES = [
+    *("Jan", "Feb", "Mar", "Apr", "May", "Jun"),
+    *("Jul", "Aug", "Sep", "Oct", "Nov", "Dec"),
+]
 _UNITS = [("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)]
 # more fire times a day than this read as a list of minutes and hours, not of times
 _MAX_TIMES = 4
