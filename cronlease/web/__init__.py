@@ -32,14 +32,15 @@ The modules: ``app`` (:class:`StatusPage`, the ASGI and WSGI apps),
 
 from __future__ import annotations
 
+from cronlease.web.actions import ActionRequest
+from cronlease.web.adapters import ASGIReceive as ASGIReceive
+from cronlease.web.adapters import ASGIScope as ASGIScope
+from cronlease.web.adapters import ASGISend as ASGISend
+from cronlease.web.adapters import StartResponse as StartResponse
+from cronlease.web.adapters import WSGIEnviron as WSGIEnviron
 from cronlease.web.app import DEFAULT_RUNS as DEFAULT_RUNS
 from cronlease.web.app import JSON_PATH as JSON_PATH
-from cronlease.web.app import ASGIReceive as ASGIReceive
-from cronlease.web.app import ASGIScope as ASGIScope
-from cronlease.web.app import ASGISend as ASGISend
-from cronlease.web.app import StartResponse as StartResponse
-from cronlease.web.app import StatusPage, asgi_app, wsgi_app
-from cronlease.web.app import WSGIEnviron as WSGIEnviron
+from cronlease.web.app import PageOptions, StatusPage, asgi_app, wsgi_app
 from cronlease.web.collect import MIN_SCRUBBED_PASSWORD as MIN_SCRUBBED_PASSWORD
 from cronlease.web.collect import collect_status
 from cronlease.web.render import DEFAULT_REFRESH as DEFAULT_REFRESH
@@ -48,6 +49,8 @@ from cronlease.web.server import logger as logger
 from cronlease.web.server import make_server, serve
 
 __all__ = [
+    "ActionRequest",
+    "PageOptions",
     "StatusPage",
     "asgi_app",
     "collect_status",

@@ -25,6 +25,7 @@ from cronlease._status import (
     read_snapshot,
     report_json,
 )
+from cronlease._timing.words import describe
 
 
 class PageSource(Protocol):
@@ -46,13 +47,32 @@ class PageSource(Protocol):
 def collect_status(page: PageSource) -> dict[str, Any]:
     """Everything the page shows, as JSON-ready data, from one snapshot read through
     the page's own pool (the replica's health too). Reads only; never raises StoreError."""
+    return _collect(page, page.declared_tasks(), page.runs)
+
+
+def collect_task(page: PageSource, name: str, runs: int) -> dict[str, Any] | None:
+    """The status of one declared task (full name) with its last ``runs`` runs, or None
+    when no such task is declared. The same data as :func:`collect_status`, one task long."""
     declared = page.declared_tasks()
+    if declared is None:
+        return None
+    only = [task for task in declared if task.name == name]
+    return _collect(page, only, runs, orphans=False) if only else None
+
+
+def _collect(
+    page: PageSource,
+    declared: Sequence[DeclaredTask] | None,
+    runs: int,
+    orphans: bool = True,
+) -> dict[str, Any]:
     now = datetime.now(timezone.utc)
     scheduler = page.scheduler
     snapshot = read_snapshot(
         page.reader,
         declared,
-        runs=page.runs,
+        runs=runs,
+        orphans=orphans,
         # a replica measures its clock every 5 minutes: shown as measured, not again
         clock=scheduler is None,
         abandoned=True,
@@ -70,6 +90,9 @@ def collect_status(page: PageSource) -> dict[str, Any]:
         scrub=Scrubber.of(page.store),
     )
     result: dict[str, Any] = {**report_json(report), "title": page.title, "replica": None}
+    words = {task.name: describe(task.schedule) for task in declared or ()}
+    for task in result["tasks"]:
+        task["schedule_words"] = words.get(task["name"])
     if scheduler is not None:
         result["replica"] = {
             "holder": scheduler.holder,
