@@ -16,6 +16,8 @@ once per task: a fleet's common tick is hundreds of tasks of one schedule.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
 from typing import NamedTuple
@@ -44,18 +46,34 @@ class Candidate(NamedTuple):
 
 
 class Skips:
-    """A skipped tick is counted by reason and reported to listeners: one rule for all."""
+    """A skipped tick is counted by reason and reported to listeners: one rule for all.
+
+    Each skip is also tallied per task and reason (:meth:`by_task`), for the status
+    model's ``TaskStatus.skipped``: this replica's count since it started.
+    """
 
     def __init__(self, stats: Stats, events: EventBus) -> None:
         self._stats = stats
         self._events = events
+        self._by_task: dict[str, Counter[str]] = {}
+        self._lock = threading.Lock()
 
     def skipped(self, task: Task, slot: int, reason: SkipReason, count: bool = True) -> None:
         """Report one skip; with ``count=False`` the caller counts in bulk (:meth:`count`)."""
         if count:
             self._stats.add(f"ticks_skipped_{reason}")
+        with self._lock:
+            tally = self._by_task.get(task.full_name)
+            if tally is None:
+                tally = self._by_task[task.full_name] = Counter()
+            tally[reason] += 1
         if self._events.wants(TickSkipped):
             self._events.emit(TickSkipped(task=task.full_name, slot=slot, reason=reason))
+
+    def by_task(self) -> dict[str, dict[str, int]]:
+        """Ticks skipped here since this replica started, by stored task name and reason."""
+        with self._lock:
+            return {name: dict(tally) for name, tally in self._by_task.items()}
 
     def count(self, reason: str, amount: int) -> None:
         self._stats.add(f"ticks_skipped_{reason}", amount)
