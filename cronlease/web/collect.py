@@ -18,12 +18,14 @@ from cronlease._run.watcher import STUCK_WATCHER_TASK
 from cronlease._scheduler import Scheduler
 from cronlease._status import MIN_SCRUBBED_PASSWORD as MIN_SCRUBBED_PASSWORD
 from cronlease._status import (
+    RECENT_OUTCOMES,
     DeclaredTask,
     Scrubber,
     build_report,
     health_json,
     read_snapshot,
     report_json,
+    streak_runs,
 )
 from cronlease._timing.words import describe
 
@@ -68,10 +70,12 @@ def _collect(
 ) -> dict[str, Any]:
     now = datetime.now(timezone.utc)
     scheduler = page.scheduler
+    # the strip shows the last RECENT_OUTCOMES; the failure streak needs alert_after + 1
+    alerts = (task.alert_after for task in declared or ())
     snapshot = read_snapshot(
         page.reader,
         declared,
-        runs=runs,
+        runs=max(runs, RECENT_OUTCOMES, streak_runs(alerts)),
         orphans=orphans,
         # a replica measures its clock every 5 minutes: shown as measured, not again
         clock=scheduler is None,
@@ -88,6 +92,7 @@ def _collect(
         namespace=page.namespace,
         internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
         scrub=Scrubber.of(page.store),
+        skipped=None if scheduler is None else scheduler.skipped_ticks,
     )
     result: dict[str, Any] = {**report_json(report), "title": page.title, "replica": None}
     words = {task.name: describe(task.schedule) for task in declared or ()}

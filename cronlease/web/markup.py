@@ -20,12 +20,14 @@ __all__ = ["CSS", "document", "e", "outcome_strip", "parse_time", "relative"]
 BAD_OUTCOMES = frozenset({"failed", "lost", "timed_out", "abandoned", "interrupted", "missed"})
 
 CSS = """
-body{font:13px/1.35 system-ui,sans-serif;margin:.8em 1.2em;color:#222;background:#fff}
-h1{font-size:1.3em;margin:0}h2{font-size:1.1em;margin:1em 0 .3em}
+body{font:13px/1.35 system-ui,sans-serif;margin:.5em 1em;color:#222;background:#fff}
+h1{font-size:1.25em;margin:0;display:inline;margin-right:.6em}h2{font-size:1.1em;margin:1em 0 .3em}
+h1+p.meta{display:inline}
 table{border-collapse:collapse;margin:.3em 0}
 th,td{border-bottom:1px solid #ddd;padding:1px 6px;text-align:left;vertical-align:top}
 th{background:#f3f3f3;font-weight:600;white-space:nowrap}
-.tasks td{white-space:nowrap}.meta{color:#555;margin:.2em 0}.sub{color:#777}
+.tasks td{white-space:nowrap;padding:0 5px;line-height:18px}.tasks .sub{font-size:11px}
+.meta{color:#555;margin:.2em 0}.sub{color:#777}
 a{color:#05c;text-decoration:none}a:hover{text-decoration:underline}
 .s-running{color:#05f}.s-paused{color:#b60}.s-idle{color:#555}
 .s-failing,.s-overdue{color:#fff;background:#c00;padding:0 4px;border-radius:3px;font-weight:600}
@@ -33,15 +35,19 @@ tr.flag-failing,tr.flag-overdue{background:#fff1f1}
 .abandoned{color:#c00;font-weight:600}
 .o-succeeded,.o-running{color:#070}.o-bad{color:#c00;font-weight:600}
 .strip{display:inline-flex;gap:1px;vertical-align:middle}
-.strip i{display:inline-block;width:6px;height:12px;background:#ccc}
+.strip i{display:inline-block;width:5px;height:12px;background:#ccc}
 .strip i.o-succeeded{background:#3a3}.strip i.o-running{background:#59f}
 .strip i.o-bad{background:#d22}
-.banner{padding:.35em .6em;margin:.4em 0;border-radius:4px;background:#eef7ee}
+.banner{padding:.2em .6em;margin:.3em 0;border-radius:4px;background:#eef7ee}
 .banner.bad{background:#c00;color:#fff}.banner.bad a{color:#fff;text-decoration:underline}
-.problem{background:#fee;border:1px solid #c00;padding:.4em;margin:.4em 0}
-form.act{display:inline;margin:0}form.act button{font:inherit;font-size:.9em;padding:0 5px}
+.problem{background:#fee;border:1px solid #c00;padding:.1em .5em;margin:.3em 0}
+details.problem ul{margin:.2em 0}
+form.act{display:inline;margin:0}
+form.act button{font:11px/14px system-ui,sans-serif;padding:0 4px;margin:0;border:1px solid #999;
+border-radius:3px;background:#f6f6f6;cursor:pointer}
 pre{white-space:pre-wrap;margin:.3em 0;max-width:100em}code{font-size:.95em}
-dl.facts{display:grid;grid-template-columns:max-content auto;gap:1px 12px;margin:.4em 0}
+dl.facts{display:grid;grid-template-columns:repeat(3,max-content minmax(12em,max-content));
+gap:2px 12px;margin:.4em 0}.runs td{white-space:nowrap}.runs td:last-child{white-space:normal}
 dl.facts dt{color:#555}dl.facts dd{margin:0}
 """.strip()
 

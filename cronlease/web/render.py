@@ -20,10 +20,7 @@ FLAGGED = ("failing", "overdue")
 
 
 def shown_state(task: Mapping[str, Any]) -> str:
-    shown = task.get("shown_state")  # (until the alerting model is merged)
-    if shown is None:
-        return "overdue" if task["overdue"] else str(task["state"])
-    return str(shown)
+    return str(task["shown_state"])
 
 
 def task_url(base: str, task: Mapping[str, Any]) -> str:
@@ -67,9 +64,12 @@ def schedule_cell(task: Mapping[str, Any]) -> str:
 
 def state_badge(task: Mapping[str, Any]) -> str:
     state = shown_state(task)
-    failures = task.get("consecutive_failures") or 0
-    extra = f" ({failures:d} in a row)" if state == "failing" and failures > 1 else ""
-    return f'<span class="s-{e(state)}">{e(state)}{extra}</span>'
+    failures = task["consecutive_failures"]
+    if state != "failing":
+        return f'<span class="s-{e(state)}">{e(state)}</span>'
+    more = "+" if task["consecutive_failures_at_least"] else ""
+    hover = f"{failures:d}{more} failed runs in a row (failing from {task['alert_after']:d})"
+    return f'<span class="s-failing" title="{e(hover)}">failing ({failures:d}{more})</span>'
 
 
 def last_run_cell(task: Mapping[str, Any], now: Any) -> str:
@@ -89,10 +89,10 @@ def _row(task: Mapping[str, Any], base: str, token: str | None, now: Any) -> str
         f"<td>{schedule_cell(task)}</td>",
         f"<td>{state_badge(task)}</td>",
         f"<td>{last_run_cell(task, now)}</td>",
-        f"<td>{outcome_strip(task.get('recent_outcomes') or [])}</td>",
+        f"<td>{outcome_strip(task['recent_outcomes'])}</td>",
         f"<td>{relative(task['last_success_at'], now)}</td>",
         f"<td>{relative(task['next_fire_time'], now)}</td>",
-        f"<td>{skipped_text(task.get('skipped'))}</td>",
+        f"<td>{skipped_text(task['skipped'])}</td>",
         f"<td>{e(task['holder'])}</td>",
     ]
     if token is not None:
@@ -131,41 +131,53 @@ def _clock(skew: Mapping[str, float] | None) -> str:
 
 
 def header(status: Mapping[str, Any], title: str, json_url: str, home: str | None) -> list[str]:
-    """The title, where the data comes from, and what is wrong with the replica or database."""
+    """The title, this replica, and what is wrong with it or the database (one line each:
+    the top of the page is for the tasks). A task's page (``home``) shows no health: its
+    data is that task's alone."""
     link = f'<a href="{e(home)}">{e(title)}</a>' if home else e(title)
-    parts = [
-        f"<h1>{link}</h1>",
-        f'<p class="meta">database <code>{e(status["database"])}</code>'
-        + (f" · namespace <code>{e(status['namespace'])}</code>" if status["namespace"] else "")
-        + f" · database time {e(status['database_time'])}"
-        + _clock(status.get("clock_skew"))
-        + f" · page generated {e(status['generated_at'])}"
-        f' · <a href="{e(json_url)}">JSON</a></p>',
-    ]
+    meta = [f"generated {e(status['generated_at'])}", f'<a href="{e(json_url)}">JSON</a>']
+    replica = status.get("replica")
+    if replica:
+        in_progress = ", ".join(replica["runs_in_progress"]) or "none"
+        started = "started" if replica["running"] else "not started"
+        meta.insert(
+            0,
+            f"this replica <code>{e(replica['holder'])}</code>: {started}, "
+            f"running here: {e(in_progress)}",
+        )
+    parts = [f'<h1>{link}</h1><p class="meta">{" · ".join(meta)}</p>']
     if status["database_error"]:
         parts.append(
             f'<div class="problem" id="database-error">database unavailable: '
             f"<code>{e(status['database_error'])}</code></div>"
         )
-    replica = status.get("replica")
     if replica:
-        health = replica["health"]
-        if health is not None and not health["ok"]:
-            problems = "".join(f"<li>{e(p)}</li>" for p in health["problems"])
-            parts.append(f'<div class="problem" id="health">health: <ul>{problems}</ul></div>')
         connection = replica.get("connection")
         if connection:
             parts.append(
                 f'<div class="problem" id="connection">this replica: '
                 f"<code>{e(connection['text'])}</code></div>"
             )
-        in_progress = ", ".join(replica["runs_in_progress"]) or "none"
-        parts.append(
-            f'<p class="meta">this replica <code>{e(replica["holder"])}</code>: '
-            f"{'started' if replica['running'] else 'not started'}"
-            f"; runs in progress here: {e(in_progress)}</p>"
-        )
+        health = replica["health"]
+        if home is None and health is not None and not health["ok"]:
+            problems = "".join(f"<li>{e(p)}</li>" for p in health["problems"])
+            count = len(health["problems"])
+            parts.append(
+                f'<details class="problem" id="health"><summary>health: {count} '
+                f"problem{'s' if count > 1 else ''}</summary><ul>{problems}</ul></details>"
+            )
     return parts
+
+
+def footer(status: Mapping[str, Any]) -> str:
+    """Where the data comes from, below the tasks."""
+    return (
+        f'<p class="meta" id="source">database <code>{e(status["database"])}</code>'
+        + (f" · namespace <code>{e(status['namespace'])}</code>" if status["namespace"] else "")
+        + f" · database time {e(status['database_time'])}"
+        + _clock(status.get("clock_skew"))
+        + "</p>"
+    )
 
 
 _COLUMNS = ["task", "schedule", "state", "last run", "last 20", "last success", "next fire"]
@@ -196,6 +208,7 @@ def render_html(
         body.append("</table>")
     else:
         body.append('<p class="meta">No tasks.</p>')
+    body.append(footer(status))
     orphaned = status["orphaned"]
     if orphaned:
         body.append(

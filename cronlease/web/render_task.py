@@ -17,6 +17,7 @@ from cronlease.web.render import (
     DEFAULT_REFRESH,
     abandoned_text,
     action_forms,
+    footer,
     header,
     schedule_cell,
     skipped_text,
@@ -24,26 +25,27 @@ from cronlease.web.render import (
 )
 
 
-def _error_cell(run: Mapping[str, Any]) -> str:
+def _error_cell(run: Mapping[str, Any], unfolded: bool) -> str:
     error, summary = run["error"], run["error_summary"]
     if not error:
         return "-"
     if summary == error.strip():  # one line: nothing more to unfold
         return f'<code class="error">{e(summary)}</code>'
     return (
-        f'<details><summary><code class="error">{e(summary)}</code></summary>'
-        f"<pre>{e(error)}</pre></details>"
+        f'<details{" open" if unfolded else ""}><summary><code class="error">{e(summary)}'
+        f"</code></summary><pre>{e(error)}</pre></details>"
     )
 
 
-def _run_row(run: Mapping[str, Any], now: datetime) -> str:
+def _run_row(run: Mapping[str, Any], now: datetime, latest: bool) -> str:
     outcome = run["outcome"] + (" (manual)" if run["manual"] else "")
     duration = "-" if run["duration"] is None else format_duration(run["duration"])
     return (
         f"<tr><td>{relative(run['scheduled_for'], now)}</td><td>{e(run.get('attempt'))}</td>"
         f'<td class="{outcome_class(run["outcome"])}">{e(outcome)}</td>'
         f"<td>{relative(run['started_at'], now)}</td><td>{e(duration)}</td>"
-        f"<td>{e(run['holder'])}</td><td>{e(run['fence'])}</td><td>{_error_cell(run)}</td></tr>"
+        f"<td>{e(run['holder'])}</td><td>{e(run['fence'])}</td>"
+        f"<td>{_error_cell(run, latest)}</td></tr>"
     )
 
 
@@ -61,24 +63,27 @@ def render_task(
     title = str(status.get("title") or "cronlease")
     now = parse_time(status["generated_at"])
     body = header(status, title, json_url, home)
+    footer_line = footer(status)
     body.append(f'<h2 id="task-{e(task["name"])}">{e(task["name"])}</h2>')
     if not task["declared"]:
         body.append('<p class="meta">Not declared here: an orphaned lease row.</p>')
     facts: list[tuple[str, str]] = [
         ("schedule", schedule_cell(task) if task["declared"] else "-"),
         ("state", state_badge(task)),
-        ("last 20", outcome_strip(task.get("recent_outcomes") or [])),
+        ("last 20", outcome_strip(task["recent_outcomes"])),
         ("last success", relative(task["last_success_at"], now)),
         ("next fire", relative(task["next_fire_time"], now)),
         ("last slot", relative(task["last_slot_time"], now)),
-        ("skipped ticks", skipped_text(task.get("skipped"))),
+        ("skipped ticks", skipped_text(task["skipped"])),
         ("holder", e(task["holder"])),
         ("fence", e(task["fence"])),
         ("lease", e(lease_text(task["lease_expires_in"]))),
         ("abandoned runs", abandoned_text(task)),
     ]
-    if task.get("consecutive_failures") is not None:
-        facts.insert(2, ("failures in a row", e(task["consecutive_failures"])))
+    if task["consecutive_failures"]:
+        at_least = "at least " if task["consecutive_failures_at_least"] else ""
+        alert = f" (failing from {task['alert_after']:d})" if task["alert_after"] else ""
+        facts.insert(2, ("failures in a row", f"{at_least}{task['consecutive_failures']:d}{alert}"))
     body.append(
         '<dl class="facts" id="facts">'
         + "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
@@ -91,11 +96,13 @@ def render_task(
     body.append(f'<h2 id="history">runs: the latest {len(runs)}</h2>')
     if runs:
         body.append(
-            '<table id="runs"><tr><th>scheduled for</th><th>attempt</th><th>outcome</th>'
-            "<th>started</th><th>duration</th><th>holder</th><th>fence</th><th>error</th></tr>"
+            '<table id="runs" class="runs"><tr><th>scheduled for</th><th>attempt</th>'
+            "<th>outcome</th><th>started</th><th>duration</th><th>holder</th><th>fence</th><th>error</th></tr>"
         )
-        body.extend(_run_row(run, now) for run in runs)
+        # the latest error unfolded: it is the one read first
+        body.extend(_run_row(run, now, index == 0) for index, run in enumerate(runs))
         body.append("</table>")
     else:
         body.append('<p class="meta">No runs recorded yet.</p>')
+    body.append(footer_line)
     return document(f"{task['task']} · {title}", refresh, body)
