@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from cronlease.web import make_server  # noqa: E402
-from tests.support.page_fleet import FAILING, populate  # noqa: E402
+from cronlease.web import make_server
+from tests.support.page_fleet import FAILING, populate
 
 HERE = Path(__file__).resolve().parent
 SIZE = "1366,768"

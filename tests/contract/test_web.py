@@ -287,7 +287,7 @@ def test_page_shows_each_attempt_and_the_abandoned_runs_of_a_task(
     assert 'class="o-succeeded">succeeded' in row  # the last attempt's outcome
     assert '<dt>abandoned runs</dt><dd><span class="abandoned">2</span></dd>' in own
     assert "<th>scheduled for</th><th>attempt</th><th>outcome</th>" in own
-    rows = own.split('<table id="runs">')[1].split("<tr>")[2:]  # after the header
+    rows = own.split('<table id="runs"')[1].split("<tr>")[2:]  # after the header
     assert [row.split("</td>")[1] for row in rows[:2]] == ["<td>2", "<td>1"]
     assert 'class="o-bad">timed_out' in rows[1]
     assert "<dt>abandoned runs</dt><dd>0</dd>" in calm

@@ -69,7 +69,9 @@ def write_history(
             )
 
 
-def past_fire_times(scheduler: Scheduler, name: str, count: int, *, end: datetime) -> list[datetime]:
+def past_fire_times(
+    scheduler: Scheduler, name: str, count: int, *, end: datetime
+) -> list[datetime]:
     """The task's last ``count`` fire times before ``end``."""
     schedule = scheduler.get_task(name).schedule
     span = timedelta(seconds=schedule.smallest_gap() * (count + 1))
