@@ -104,7 +104,9 @@ def _same_origin(headers: Mapping[str, str]) -> bool:
         return False
     origin = headers.get("origin")
     if origin is None or origin == "null":
-        return origin is None  # "null": a sandboxed or privacy-hidden origin, never ours
+        # the page's own "Referrer-Policy: no-referrer" has browsers send "null": unknown,
+        # so the cookie (SameSite=Strict) and the token decide
+        return True
     return urlsplit(origin).netloc == headers.get("host")
 
 

@@ -37,7 +37,7 @@ def action_forms(
     forms = []
     for do, label in (("run", "run now"), pause):
         forms.append(
-            f'<form class="act" method="post" action="{e(base)}/action">'
+            f'<form class="act" method="post" action="{e(base + "/action")}">'
             f'<input type="hidden" name="task" value="{e(task["task"])}">'
             f'<input type="hidden" name="do" value="{do}">'
             f'<input type="hidden" name="csrf" value="{e(token)}">'
