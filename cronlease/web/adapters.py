@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from typing import Any, Protocol
 
 from cronlease.web.actions import MAX_FORM
-from cronlease.web.responses import REASONS
-
-if TYPE_CHECKING:
-    from cronlease.web.app import StatusPage
+from cronlease.web.responses import REASONS, Response
 
 __all__ = ["ASGIReceive", "ASGIScope", "ASGISend", "StartResponse", "WSGIEnviron", "asgi", "wsgi"]
 
@@ -25,6 +22,27 @@ StartResponse = Callable[..., Callable[[bytes], object]]
 ASGIScope = MutableMapping[str, Any]
 ASGIReceive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 ASGISend = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class StatusPage(Protocol):
+    """What the adapters call (:class:`cronlease.web.app.StatusPage`)."""
+
+    @property
+    def actions(self) -> bool: ...
+
+    def respond(
+        self,
+        method: str,
+        path: str,
+        query: str,
+        base: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        client: str | None = None,
+        secure: bool = False,
+        raw: Mapping[str, Any] | None = None,
+    ) -> Response: ...
 
 
 def wsgi(page: StatusPage, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
