@@ -102,6 +102,9 @@ def test_page_shows_tasks_runs_and_escaped_errors(scheduler: Scheduler, task_nam
     assert 'class="o-succeeded">succeeded (manual)' in page
     assert 'class="o-bad">failed (manual)' in page
     assert 'class="s-paused">paused' in page
+    # it failed on its one run (alert_after 1): flagged, first, and counted at the top
+    assert '<span class="s-failing"' in page and "<b>1 failing</b>" in page
+    assert page.index(f'id="task-{task_name}-bad"') < page.index(f'id="task-{task_name}"')
     assert scheduler.holder in page
     assert "+03:00" in page  # the cron task's next fire time, in its own time zone (hover)
     # The error is shown as text on the task's page: escaped, never as markup.
