@@ -1,4 +1,4 @@
-"""A read-only status page: an ASGI app, a WSGI app and a small standalone server.
+"""The status page: an ASGI app, a WSGI app and a small standalone server.
 
 Mount it in the web application you already deploy, behind that
 application's own authentication::
@@ -12,34 +12,34 @@ or serve it alone on 127.0.0.1 (``cronlease web --port 8080`` does this)::
 
     serve(LeaseStore.from_url(url), port=8080)
 
-The page is server-rendered HTML (no JavaScript at all), refreshes itself
-with a ``<meta http-equiv="refresh">`` and shows, for each task: its
-schedule, state (running, idle, paused), lease holder and fence, the last
-runs with outcome, duration and error text, and the next fire time; lease
-rows of tasks no longer declared are listed as orphaned. ``/status.json``
-(or ``?format=json``) returns the same data as JSON.
+The page is server-rendered HTML (no JavaScript at all) that refreshes itself
+with a ``<meta http-equiv="refresh">``. The overview is one row per task:
+schedule in words and as declared, the state shown (failing, overdue, paused,
+running, idle), last run, the last 20 outcomes, last success and next fire
+relative ("3 min ago", "in 12 s", the ISO time on hover), skipped ticks and
+holder, failing and overdue tasks first and counted at the top; orphaned lease
+rows are listed folded below. ``/task?name=...`` is one task's run history;
+``/status.json`` (or ``?format=json``) the overview's data as JSON.
 
-What it never does: write to the database (any method but GET and HEAD gets
-``405``), create tables, or show the database password (the URL is redacted
-and the password is scrubbed from error text). Every value shown is escaped,
-so a task error containing ``<script>`` is displayed as text. The apps use
-the standard library only.
-
-The modules: ``app`` (:class:`StatusPage`, the ASGI and WSGI apps),
-``collect`` (the data the page shows), ``render`` (the HTML) and
-``server`` (the standalone server).
+Read-only by default: no forms, any method but GET and HEAD gets ``405``. With
+``actions=True`` and an ``authorize`` hook (:class:`ActionRequest` in, bool out)
+each task has run-now and pause/resume buttons, each a POST with a CSRF token
+(``actions``). The page never creates tables or shows the database password
+(the URL is redacted and the password is scrubbed from error text), and every
+value shown is escaped. The apps use the standard library only.
 """
 
 from __future__ import annotations
 
+from cronlease.web.actions import ActionRequest
+from cronlease.web.adapters import ASGIReceive as ASGIReceive
+from cronlease.web.adapters import ASGIScope as ASGIScope
+from cronlease.web.adapters import ASGISend as ASGISend
+from cronlease.web.adapters import StartResponse as StartResponse
+from cronlease.web.adapters import WSGIEnviron as WSGIEnviron
 from cronlease.web.app import DEFAULT_RUNS as DEFAULT_RUNS
 from cronlease.web.app import JSON_PATH as JSON_PATH
-from cronlease.web.app import ASGIReceive as ASGIReceive
-from cronlease.web.app import ASGIScope as ASGIScope
-from cronlease.web.app import ASGISend as ASGISend
-from cronlease.web.app import StartResponse as StartResponse
-from cronlease.web.app import StatusPage, asgi_app, wsgi_app
-from cronlease.web.app import WSGIEnviron as WSGIEnviron
+from cronlease.web.app import PageOptions, StatusPage, asgi_app, wsgi_app
 from cronlease.web.collect import MIN_SCRUBBED_PASSWORD as MIN_SCRUBBED_PASSWORD
 from cronlease.web.collect import collect_status
 from cronlease.web.render import DEFAULT_REFRESH as DEFAULT_REFRESH
@@ -48,6 +48,8 @@ from cronlease.web.server import logger as logger
 from cronlease.web.server import make_server, serve
 
 __all__ = [
+    "ActionRequest",
+    "PageOptions",
     "StatusPage",
     "asgi_app",
     "collect_status",

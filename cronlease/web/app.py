@@ -1,54 +1,58 @@
-"""The status page's HTTP side: :class:`StatusPage` answers GET and HEAD, as an ASGI or WSGI app.
+"""The status page's HTTP side: :class:`StatusPage` answers requests, as an ASGI or WSGI app.
 
-A request gets the page (HTML from :mod:`cronlease.web.render`) or its data
-as JSON (from :mod:`cronlease.web.collect`), with headers that forbid any
-script, frame or form; any other method gets ``405``.
+Routes (relative to the mount point): ``/`` the overview (HTML from
+:mod:`cronlease.web.render`), ``/status.json`` its data (from
+:mod:`cronlease.web.collect`), ``/task?name=...`` one task's page
+(:mod:`cronlease.web.render_task`) and, only when the application enabled
+actions, ``POST /action`` (:mod:`cronlease.web.actions`). Reading pages answer
+GET and HEAD; anything else gets ``405``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypedDict
+from urllib.parse import parse_qs, quote
 
 from cronlease._lease.side_engines import reader_engine
 from cronlease._lease.store import LeaseStore
-from cronlease._status import DeclaredTask, in_namespace
+from cronlease._status import DeclaredTask, full_name, in_namespace
 from cronlease._timing.schedule import Schedule
-from cronlease.web.collect import collect_status
+from cronlease.web import adapters
+from cronlease.web.actions import (
+    ActionRequest,
+    Authorize,
+    Refused,
+    check,
+    csrf_cookie,
+    new_token,
+    perform,
+    set_cookie,
+)
+from cronlease.web.adapters import ASGIReceive, ASGIScope, ASGISend, StartResponse, WSGIEnviron
+from cronlease.web.collect import collect_status, collect_task
 from cronlease.web.render import DEFAULT_REFRESH, render_html
+from cronlease.web.render_task import render_task
+from cronlease.web.responses import Response, content, plain, security
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from cronlease._scheduler import Scheduler
 
 JSON_PATH = "/status.json"
+TASK_PATH = "/task"
+ACTION_PATH = "/action"
 DEFAULT_RUNS = 5
+#: runs a task's page lists
+DEFAULT_HISTORY = 50
 #: seconds one snapshot serves every request (one build, however many browsers)
 DEFAULT_CACHE = 2.0
-
-WSGIEnviron = dict[str, Any]
-StartResponse = Callable[..., Callable[[bytes], object]]
-ASGIScope = MutableMapping[str, Any]
-ASGIReceive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-ASGISend = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-_HEADERS = [
-    # No script may run on this page, whatever a value contains; no frames, no forms.
-    (
-        "Content-Security-Policy",
-        "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; "
-        "form-action 'none'; frame-ancestors 'none'",
-    ),
-    ("X-Content-Type-Options", "nosniff"),
-    ("Referrer-Policy", "no-referrer"),
-    ("Cache-Control", "no-store"),
-]
 
 # Lease stores used by status pages: a forked child must open its own connections.
 _STORES: weakref.WeakSet[LeaseStore] = weakref.WeakSet()
@@ -61,6 +65,20 @@ def _dispose_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_dispose_after_fork)
+
+
+class PageOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`StatusPage`, :func:`asgi_app` and :func:`wsgi_app`."""
+
+    tasks: Mapping[str, Schedule] | None
+    namespace: str | None
+    runs: int
+    history: int
+    refresh: int | None
+    title: str
+    cache: float
+    actions: bool
+    authorize: Authorize | None
 
 
 class StatusPage:
@@ -77,6 +95,11 @@ class StatusPage:
     source's store connects (never one the replica's tick path waits for), and
     one snapshot serves every request for ``cache`` seconds: concurrent requests
     wait for the build in progress instead of starting their own (0: no cache).
+
+    Read-only unless ``actions=True``: then each declared task has run-now and
+    pause/resume buttons, each a POST refused unless ``authorize`` (required,
+    called with an :class:`~cronlease.web.actions.ActionRequest`) returns True.
+    Actions need a scheduler source: they call its ``run_now``/``pause``/``resume``.
     """
 
     def __init__(
@@ -86,18 +109,31 @@ class StatusPage:
         tasks: Mapping[str, Schedule] | None = None,
         namespace: str | None = None,
         runs: int = DEFAULT_RUNS,
+        history: int = DEFAULT_HISTORY,
         refresh: int | None = DEFAULT_REFRESH,
         title: str = "cronlease",
         cache: float = DEFAULT_CACHE,
+        actions: bool = False,
+        authorize: Authorize | None = None,
     ) -> None:
         if not cache >= 0:
             raise ValueError("cache must be a number of seconds, 0 or more")
-        if runs < 0:
-            raise ValueError("runs must not be negative")
+        if runs < 0 or history < 1:
+            raise ValueError("runs must not be negative, history must be at least 1")
         if refresh is not None and refresh < 1:
             raise ValueError("refresh must be at least 1 second (or None for no refresh)")
+        if actions and authorize is None:
+            raise ValueError(
+                "actions=True needs authorize=, a callable(request) -> bool: the page "
+                "cannot tell who may pause a task (authorize=lambda request: True allows "
+                "whoever reaches the page)"
+            )
+        if authorize is not None and not actions:
+            raise ValueError("authorize= guards the actions: pass actions=True too")
         self.scheduler: Scheduler | None
         if isinstance(source, LeaseStore):
+            if actions:
+                raise ValueError("actions need a Scheduler source (they call its methods)")
             self.scheduler = None
             self._store = source
             self._tasks = dict(tasks) if tasks is not None else None
@@ -114,9 +150,17 @@ class StatusPage:
         self.cache = float(cache)
         self._building = threading.Lock()
         self._cached: tuple[float, dict[str, Any]] | None = None
+        self._task_cache: dict[str, tuple[float, dict[str, Any]]] = {}
         self.runs = runs
+        self.history = history
         self.refresh = refresh
         self.title = title
+        self.authorize = authorize
+        self._headers = security(actions)
+
+    @property
+    def actions(self) -> bool:
+        return self.authorize is not None
 
     @property
     def store(self) -> LeaseStore:
@@ -154,131 +198,137 @@ class StatusPage:
             self._cached = (time.monotonic(), data)
             return data
 
-    # --- the two apps -----------------------------------------------------------
+    def collect_task(self, name: str) -> dict[str, Any] | None:
+        """A declared task's page data (full ``name``) with its last ``history`` runs,
+        cached as :meth:`collect` is; None when no such task is declared."""
+        with self._building:
+            cached = self._task_cache.get(name)
+            if cached is not None and time.monotonic() - cached[0] < self.cache:
+                return cached[1]
+            data = collect_task(self, name, self.history)
+            if data is not None:  # (only declared names are keys: the cache stays small)
+                self._task_cache[name] = (time.monotonic(), data)
+            return data
+
+    def forget_snapshots(self) -> None:
+        """After an action: the next request reads again, and shows its effect."""
+        with self._building:
+            self._cached = None
+            self._task_cache.clear()
 
     def respond(
-        self, method: str, path: str, query: str, base: str
-    ) -> tuple[int, list[tuple[str, str]], bytes]:
-        """Status, headers and body for one request (``path`` relative to the mount point)."""
-        if path not in ("", "/", JSON_PATH):
-            return _plain(404, "Not Found")
+        self,
+        method: str,
+        path: str,
+        query: str,
+        base: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        client: str | None = None,
+        secure: bool = False,
+        raw: Mapping[str, Any] | None = None,
+    ) -> Response:
+        """Status, headers and body for one request (``path`` relative to the mount point,
+        ``base`` the mount point, ``headers`` with lower-case names)."""
+        headers = headers or {}
+        if path == ACTION_PATH and self.actions:
+            if method != "POST":
+                return plain(405, "Method Not Allowed: an action is a POST", allow="POST")
+
+            def asked(action: str, task: str) -> ActionRequest:
+                return ActionRequest(action, task, method, path, headers, client, raw or {})
+
+            return self._act(body, headers.get("content-type", ""), asked, base)
+        if path not in ("", "/", JSON_PATH, TASK_PATH):
+            return plain(404, "Not Found", actions=self.actions)
         if method not in ("GET", "HEAD"):
-            status, headers, body = _plain(405, "Method Not Allowed: this page is read-only")
-            return status, [*headers, ("Allow", "GET, HEAD")], body
-        wants_json = path == JSON_PATH or parse_qs(query).get("format") == ["json"]
-        status_data = self.collect()
-        code = 503 if status_data["database_error"] else 200
-        if wants_json:
-            body = json.dumps(status_data, indent=2, sort_keys=True).encode()
-            content_type = "application/json"
+            allow = "GET, HEAD"
+            return plain(405, "Method Not Allowed: this page is read-only", allow=allow)
+        params = parse_qs(query)
+        if path == JSON_PATH or (path != TASK_PATH and params.get("format") == ["json"]):
+            data = self.collect()
+            text = json.dumps(data, indent=2, sort_keys=True).encode()
+            code = 503 if data["database_error"] else 200
+            return content(method, code, text, "application/json", self._headers)
+        extra: list[tuple[str, str]] = []
+        token = None
+        if self.actions:  # the forms carry the cookie's value (double submit: actions.py)
+            token = csrf_cookie(headers)
+            if token is None:
+                token = new_token()
+                extra.append(set_cookie(token, base, secure))
+        json_url, refresh = f"{base}{JSON_PATH}", self.refresh
+        if path == TASK_PATH:
+            name = params.get("name", [""])[0]
+            data, task = self._task_data(name)
+            if task is None:
+                return plain(404, f"Not Found: no task {name!r}", actions=self.actions)
+            page = render_task(
+                data,
+                task,
+                home=f"{base}/",
+                json_url=json_url,
+                refresh=refresh,
+                base=base,
+                csrf=token,
+            )
         else:
-            body = render_html(
-                status_data, json_url=f"{base}{JSON_PATH}", refresh=self.refresh, title=self.title
-            ).encode()
-            content_type = "text/html; charset=utf-8"
-        headers = [
-            ("Content-Type", content_type),
-            ("Content-Length", str(len(body))),
-            *_HEADERS,
-        ]
-        return code, headers, b"" if method == "HEAD" else body
+            data = self.collect()
+            page = render_html(
+                data, json_url=json_url, refresh=refresh, title=self.title, base=base, csrf=token
+            )
+        code = 503 if data["database_error"] else 200
+        html = page.encode()
+        return content(method, code, html, "text/html; charset=utf-8", [*self._headers, *extra])
+
+    def _task_data(self, name: str) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
+        """A declared task is read with its longer history; an orphaned row (or any row,
+        without declared tasks) is found in the overview's snapshot."""
+        data = self.collect_task(name)
+        if data is not None and data["tasks"]:
+            return data, data["tasks"][0]
+        overview = self.collect()
+        rows = [*overview["tasks"], *overview["orphaned"]]
+        return overview, next((task for task in rows if task["name"] == name), None)
+
+    def _act(
+        self, body: bytes, content_type: str, asked: Callable[[str, str], ActionRequest], base: str
+    ) -> Response:
+        assert self.scheduler is not None and self.authorize is not None  # (__init__ checks)
+        try:
+            action = check(
+                form=body, content_type=content_type, request=asked, authorize=self.authorize
+            )
+            perform(self.scheduler, action)
+        except Refused as refused:
+            return plain(refused.code, str(refused), actions=True)
+        finally:
+            self.forget_snapshots()
+        name = full_name(action.task, self.namespace)
+        # Post/Redirect/Get: reloading the page it lands on does not post the action again
+        location = f"{base}{TASK_PATH}?name={quote(name, safe='')}"
+        code, headers, text = plain(303, f"{action.action}: done", actions=True)
+        return code, [*headers, ("Location", location)], text
 
     def wsgi(self, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
-        code, headers, body = self.respond(
-            str(environ.get("REQUEST_METHOD", "GET")).upper(),
-            str(environ.get("PATH_INFO", "")),
-            str(environ.get("QUERY_STRING", "")),
-            str(environ.get("SCRIPT_NAME", "")).rstrip("/"),
-        )
-        start_response(f"{code} {_REASONS[code]}", headers)
-        return [body]
+        return adapters.wsgi(self, environ, start_response)
 
     async def asgi(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
-        if scope["type"] == "lifespan":  # served on its own, e.g. by uvicorn
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if scope["type"] != "http":
-            raise RuntimeError(f"the cronlease status page serves HTTP only, not {scope['type']}")
-        root = str(scope.get("root_path", "")).rstrip("/")
-        path = str(scope.get("path", ""))
-        if root and path.startswith(root):  # mounted: Starlette keeps the prefix in path
-            path = path[len(root) :]
-        query = bytes(scope.get("query_string", b"")).decode("latin-1")
-        method = str(scope.get("method", "GET")).upper()
-        # Database reads run in a worker thread: they never block the application's loop.
-        code, headers, body = await asyncio.to_thread(self.respond, method, path, query, root)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": code,
-                "headers": [(k.lower().encode(), v.encode("latin-1")) for k, v in headers],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
-
-
-def _plain(code: int, text: str) -> tuple[int, list[tuple[str, str]], bytes]:
-    body = (text + "\n").encode()
-    return (
-        code,
-        [
-            ("Content-Type", "text/plain; charset=utf-8"),
-            ("Content-Length", str(len(body))),
-            *_HEADERS,
-        ],
-        body,
-    )
+        await adapters.asgi(self, scope, receive, send)
 
 
 def asgi_app(
-    source: Scheduler | LeaseStore,
-    *,
-    tasks: Mapping[str, Schedule] | None = None,
-    namespace: str | None = None,
-    runs: int = DEFAULT_RUNS,
-    refresh: int | None = DEFAULT_REFRESH,
-    title: str = "cronlease",
-    cache: float = DEFAULT_CACHE,
+    source: Scheduler | LeaseStore, **options: Unpack[PageOptions]
 ) -> Callable[[ASGIScope, ASGIReceive, ASGISend], Awaitable[None]]:
-    """The status page as an ASGI app (mount it, e.g. ``app.mount("/cronlease", ...)``)."""
-    page = StatusPage(
-        source,
-        tasks=tasks,
-        namespace=namespace,
-        runs=runs,
-        refresh=refresh,
-        title=title,
-        cache=cache,
-    )
-    return page.asgi
+    """The status page as an ASGI app (mount it, e.g. ``app.mount("/cronlease", ...)``);
+    ``options`` are :class:`StatusPage`'s."""
+    return StatusPage(source, **options).asgi
 
 
 def wsgi_app(
-    source: Scheduler | LeaseStore,
-    *,
-    tasks: Mapping[str, Schedule] | None = None,
-    namespace: str | None = None,
-    runs: int = DEFAULT_RUNS,
-    refresh: int | None = DEFAULT_REFRESH,
-    title: str = "cronlease",
-    cache: float = DEFAULT_CACHE,
+    source: Scheduler | LeaseStore, **options: Unpack[PageOptions]
 ) -> Callable[[WSGIEnviron, StartResponse], Iterable[bytes]]:
-    """The status page as a WSGI app (mount it with e.g. Werkzeug's DispatcherMiddleware)."""
-    page = StatusPage(
-        source,
-        tasks=tasks,
-        namespace=namespace,
-        runs=runs,
-        refresh=refresh,
-        title=title,
-        cache=cache,
-    )
-    return page.wsgi
+    """The status page as a WSGI app (mount it with e.g. Werkzeug's DispatcherMiddleware);
+    ``options`` are :class:`StatusPage`'s."""
+    return StatusPage(source, **options).wsgi

@@ -18,13 +18,16 @@ from cronlease._run.watcher import STUCK_WATCHER_TASK
 from cronlease._scheduler import Scheduler
 from cronlease._status import MIN_SCRUBBED_PASSWORD as MIN_SCRUBBED_PASSWORD
 from cronlease._status import (
+    RECENT_OUTCOMES,
     DeclaredTask,
     Scrubber,
     build_report,
     health_json,
     read_snapshot,
     report_json,
+    streak_runs,
 )
+from cronlease._timing.words import describe
 
 
 class PageSource(Protocol):
@@ -46,13 +49,34 @@ class PageSource(Protocol):
 def collect_status(page: PageSource) -> dict[str, Any]:
     """Everything the page shows, as JSON-ready data, from one snapshot read through
     the page's own pool (the replica's health too). Reads only; never raises StoreError."""
+    return _collect(page, page.declared_tasks(), page.runs)
+
+
+def collect_task(page: PageSource, name: str, runs: int) -> dict[str, Any] | None:
+    """The status of one declared task (full name) with its last ``runs`` runs, or None
+    when no such task is declared. The same data as :func:`collect_status`, one task long."""
     declared = page.declared_tasks()
+    if declared is None:
+        return None
+    only = [task for task in declared if task.name == name]
+    return _collect(page, only, runs, orphans=False) if only else None
+
+
+def _collect(
+    page: PageSource,
+    declared: Sequence[DeclaredTask] | None,
+    runs: int,
+    orphans: bool = True,
+) -> dict[str, Any]:
     now = datetime.now(timezone.utc)
     scheduler = page.scheduler
+    # the strip shows the last RECENT_OUTCOMES; the failure streak needs alert_after + 1
+    alerts = (task.alert_after for task in declared or ())
     snapshot = read_snapshot(
         page.reader,
         declared,
-        runs=page.runs,
+        runs=max(runs, RECENT_OUTCOMES, streak_runs(alerts)),
+        orphans=orphans,
         # a replica measures its clock every 5 minutes: shown as measured, not again
         clock=scheduler is None,
         abandoned=True,
@@ -68,8 +92,12 @@ def collect_status(page: PageSource) -> dict[str, Any]:
         namespace=page.namespace,
         internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
         scrub=Scrubber.of(page.store),
+        skipped=None if scheduler is None else scheduler.skipped_ticks,
     )
     result: dict[str, Any] = {**report_json(report), "title": page.title, "replica": None}
+    words = {task.name: describe(task.schedule) for task in declared or ()}
+    for task in result["tasks"]:
+        task["schedule_words"] = words.get(task["name"])
     if scheduler is not None:
         result["replica"] = {
             "holder": scheduler.holder,

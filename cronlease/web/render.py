@@ -1,72 +1,123 @@
-"""The status page's HTML: server-rendered, no JavaScript, every value escaped.
+"""The overview: one row per task, failing and overdue ones first and counted in a banner.
 
 It formats what :func:`~cronlease.web.collect.collect_status` returns (the
-status model as JSON): times, error summaries and lease text read as in the CLI.
+status model as JSON) and derives nothing: the state shown, the outcomes and
+the skipped counts are the model's. Server-rendered, no JavaScript, every value escaped.
 """
 
 from __future__ import annotations
 
-import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
-from cronlease._safe_text import escape_controls
-from cronlease._status import format_duration, lease_text
+from cronlease._status import lease_text
+from cronlease.web.markup import document, e, outcome_class, outcome_strip, parse_time, relative
 
 DEFAULT_REFRESH = 10
-
-# --- rendering ---------------------------------------------------------------------
-
-_CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fff}
-h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.15em;margin:1.6em 0 .4em}
-table{border-collapse:collapse;margin:.4em 0}
-th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
-th{background:#f3f3f3}.meta{color:#555}.task{margin:1em 0 1.6em}
-.state-running{color:#05f}.state-paused{color:#b60}.state-idle{color:#555}
-.outcome-succeeded{color:#070}.outcome-failed,.outcome-lost,.outcome-timed_out,
-.outcome-abandoned,.outcome-interrupted{color:#c00;font-weight:bold}
-.overdue,.abandoned{color:#c00;font-weight:bold}
-.problem{background:#fee;border:1px solid #c00;padding:.5em;margin:.5em 0}
-pre{white-space:pre-wrap;margin:.3em 0;max-width:100em}code{font-size:.95em}
-""".strip()
+#: shown states that put a task at the top of the overview, in this order
+FLAGGED = ("failing", "overdue")
 
 
-def _e(value: object) -> str:
-    """Escape any value for HTML text or an attribute; None shows as a dash. Controls
-    are written as escapes first: a bidi override would reorder the page's text."""
-    if value is None or value == "":
+def shown_state(task: Mapping[str, Any]) -> str:
+    return str(task["shown_state"])
+
+
+def task_url(base: str, task: Mapping[str, Any]) -> str:
+    return f"{base}/task?name={quote(task['name'], safe='')}"
+
+
+def action_forms(
+    base: str, task: Mapping[str, Any], token: str | None, *, labels: bool = False
+) -> str:
+    """The run-now and pause/resume buttons of a declared task (none without a token)."""
+    if token is None or not task["declared"]:
+        return ""
+    pause = ("resume", "resume") if task["paused"] else ("pause", "pause")
+    forms = []
+    for do, label in (("run", "run now"), pause):
+        forms.append(
+            f'<form class="act" method="post" action="{e(base + "/action")}">'
+            f'<input type="hidden" name="task" value="{e(task["task"])}">'
+            f'<input type="hidden" name="do" value="{do}">'
+            f'<input type="hidden" name="csrf" value="{e(token)}">'
+            f'<button type="submit" name="go" value="{do}" '
+            f'id="{do}-{e(task["task"])}">{label}</button></form>'
+        )
+    return " ".join(forms)
+
+
+def skipped_text(skipped: Mapping[str, int] | None) -> str:
+    if not skipped:
         return "-"
-    return html.escape(escape_controls(str(value)), quote=True)
+    return ", ".join(f"{count:d} {e(reason)}" for reason, count in sorted(skipped.items()))
 
 
-def _duration(value: float | None) -> str:
-    return "-" if value is None else format_duration(value)
+def schedule_cell(task: Mapping[str, Any]) -> str:
+    words = task.get("schedule_words")
+    form = task["schedule"]
+    if words is None:
+        return e(form)
+    # the exact form after the words: "every 5 minutes · cron '*/5 * * * *' (UTC)"
+    return f'{e(words)} <span class="sub">· {e(form)}</span>'
 
 
-def _error_cell(run: Mapping[str, Any]) -> str:
-    error, summary = run["error"], run["error_summary"]
-    if not error:
+def state_badge(task: Mapping[str, Any]) -> str:
+    state = shown_state(task)
+    failures = task["consecutive_failures"]
+    if state != "failing":
+        return f'<span class="s-{e(state)}">{e(state)}</span>'
+    more = "+" if task["consecutive_failures_at_least"] else ""
+    hover = f"{failures:d}{more} failed runs in a row (failing from {task['alert_after']:d})"
+    return f'<span class="s-failing" title="{e(hover)}">failing ({failures:d}{more})</span>'
+
+
+def last_run_cell(task: Mapping[str, Any], now: Any) -> str:
+    last = task["last_run"]
+    if last is None:
         return "-"
-    if summary == error.strip():  # one line: nothing more to unfold
-        return f'<code class="error">{_e(summary)}</code>'
-    return (
-        f'<details><summary><code class="error">{_e(summary)}</code></summary>'
-        f"<pre>{_e(error)}</pre></details>"
-    )
+    outcome = last["outcome"] + (" (manual)" if last["manual"] else "")
+    when = relative(last["finished_at"] or last["started_at"], now)
+    return f'<span class="{outcome_class(last["outcome"])}">{e(outcome)}</span> {when}'
 
 
-def _state(task: Mapping[str, Any]) -> str:
-    state = _e(task["state"])
-    overdue = ' <span class="overdue">overdue</span>' if task["overdue"] else ""
-    return f'<td class="state-{state}">{state}{overdue}</td>'
+def _row(task: Mapping[str, Any], base: str, token: str | None, now: Any) -> str:
+    state = shown_state(task)
+    flagged = f' class="flag-{e(state)}"' if state in FLAGGED else ""
+    cells = [
+        f'<td><a href="{e(task_url(base, task))}">{e(task["task"])}</a></td>',
+        f"<td>{schedule_cell(task)}</td>",
+        f"<td>{state_badge(task)}</td>",
+        f"<td>{last_run_cell(task, now)}</td>",
+        f"<td>{outcome_strip(task['recent_outcomes'])}</td>",
+        f"<td>{relative(task['last_success_at'], now)}</td>",
+        f"<td>{relative(task['next_fire_time'], now)}</td>",
+        f"<td>{skipped_text(task['skipped'])}</td>",
+        f"<td>{e(task['holder'])}</td>",
+    ]
+    if token is not None:
+        cells.append(f"<td>{action_forms(base, task, token)}</td>")
+    return f'<tr id="task-{e(task["name"])}"{flagged}>{"".join(cells)}</tr>'
 
 
-def _abandoned(task: Mapping[str, Any]) -> str:
-    count = task.get("abandoned")
-    if count is None:  # the data was collected without counting them
-        return "<td>-</td>"
-    return f'<td class="abandoned">{count:d}</td>' if count else "<td>0</td>"
+def ordered(tasks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Failing, then overdue, then the rest; by name within each (the model's order)."""
+    rank = {state: index for index, state in enumerate(FLAGGED)}
+    return sorted(tasks, key=lambda task: rank.get(shown_state(task), len(FLAGGED)))
+
+
+def banner(tasks: Sequence[Mapping[str, Any]], base: str) -> str:
+    groups = {state: [t for t in tasks if shown_state(t) == state] for state in FLAGGED}
+    if not any(groups.values()):
+        return f'<div class="banner" id="banner">all {len(tasks)} tasks ok</div>'
+    parts = []
+    for state, flagged in groups.items():
+        if flagged:
+            links = ", ".join(
+                f'<a href="{e(task_url(base, t))}">{e(t["task"])}</a>' for t in flagged
+            )
+            parts.append(f"<b>{len(flagged)} {state}</b>: {links}")
+    return f'<div class="banner bad" id="banner">{" · ".join(parts)}</div>'
 
 
 def _clock(skew: Mapping[str, float] | None) -> str:
@@ -79,39 +130,58 @@ def _clock(skew: Mapping[str, float] | None) -> str:
     )
 
 
-def _render_task(task: Mapping[str, Any]) -> str:
-    runs = task["runs"]
-    parts = [
-        f'<section class="task" id="task-{_e(task["name"])}">',
-        f"<h2>{_e(task['name'])}</h2>",
-        "<table><tr><th>schedule</th><th>state</th><th>paused</th><th>holder</th>"
-        "<th>fence</th><th>last slot</th><th>lease</th><th>next fire time</th>"
-        "<th>abandoned runs</th></tr>",
-        f"<tr><td>{_e(task['schedule'])}</td>"
-        f"{_state(task)}"
-        f"<td>{'yes' if task['paused'] else 'no'}</td>"
-        f"<td>{_e(task['holder'])}</td><td>{_e(task['fence'])}</td>"
-        f"<td>{_e(task['last_slot_time'])}</td><td>{_e(lease_text(task['lease_expires_in']))}</td>"
-        f"<td>{_e(task['next_fire_time'])}</td>{_abandoned(task)}</tr></table>",
-    ]
-    if runs:
-        parts.append(
-            "<table><tr><th>scheduled for</th><th>attempt</th><th>outcome</th><th>duration</th>"
-            "<th>holder</th><th>fence</th><th>error</th></tr>"
+def header(status: Mapping[str, Any], title: str, json_url: str, home: str | None) -> list[str]:
+    """The title, this replica, and what is wrong with it or the database (one line each:
+    the top of the page is for the tasks). A task's page (``home``) shows no health: its
+    data is that task's alone."""
+    link = f'<a href="{e(home)}">{e(title)}</a>' if home else e(title)
+    meta = [f"generated {e(status['generated_at'])}", f'<a href="{e(json_url)}">JSON</a>']
+    replica = status.get("replica")
+    if replica:
+        in_progress = ", ".join(replica["runs_in_progress"]) or "none"
+        started = "started" if replica["running"] else "not started"
+        meta.insert(
+            0,
+            f"this replica <code>{e(replica['holder'])}</code>: {started}, "
+            f"running here: {e(in_progress)}",
         )
-        for run in runs:
-            outcome = run["outcome"] + (" (manual)" if run["manual"] else "")
+    parts = [f'<h1>{link}</h1><p class="meta">{" · ".join(meta)}</p>']
+    if status["database_error"]:
+        parts.append(
+            f'<div class="problem" id="database-error">database unavailable: '
+            f"<code>{e(status['database_error'])}</code></div>"
+        )
+    if replica:
+        connection = replica.get("connection")
+        if connection:
             parts.append(
-                f"<tr><td>{_e(run['scheduled_for'])}</td><td>{_e(run.get('attempt'))}</td>"
-                f'<td class="outcome-{_e(run["outcome"])}">{_e(outcome)}</td>'
-                f"<td>{_e(_duration(run['duration']))}</td><td>{_e(run['holder'])}</td>"
-                f"<td>{_e(run['fence'])}</td><td>{_error_cell(run)}</td></tr>"
+                f'<div class="problem" id="connection">this replica: '
+                f"<code>{e(connection['text'])}</code></div>"
             )
-        parts.append("</table>")
-    elif task["declared"]:
-        parts.append('<p class="meta">No runs recorded yet.</p>')
-    parts.append("</section>")
-    return "\n".join(parts)
+        health = replica["health"]
+        if home is None and health is not None and not health["ok"]:
+            problems = "".join(f"<li>{e(p)}</li>" for p in health["problems"])
+            count = len(health["problems"])
+            parts.append(
+                f'<details class="problem" id="health"><summary>health: {count} '
+                f"problem{'s' if count > 1 else ''}</summary><ul>{problems}</ul></details>"
+            )
+    return parts
+
+
+def footer(status: Mapping[str, Any]) -> str:
+    """Where the data comes from, below the tasks."""
+    return (
+        f'<p class="meta" id="source">database <code>{e(status["database"])}</code>'
+        + (f" · namespace <code>{e(status['namespace'])}</code>" if status["namespace"] else "")
+        + f" · database time {e(status['database_time'])}"
+        + _clock(status.get("clock_skew"))
+        + "</p>"
+    )
+
+
+_COLUMNS = ["task", "schedule", "state", "last run", "last 20", "last success", "next fire"]
+_COLUMNS += ["skipped ticks", "holder"]
 
 
 def render_html(
@@ -120,69 +190,52 @@ def render_html(
     json_url: str = "status.json",
     refresh: int | None = DEFAULT_REFRESH,
     title: str | None = None,
+    base: str = "",
+    csrf: str | None = None,
 ) -> str:
-    """The status page for data from :func:`collect_status`. Every value is escaped."""
+    """The overview for data from :func:`collect_status`; ``csrf`` (actions enabled) adds
+    the action buttons. Every value is escaped."""
     title = title or str(status.get("title") or "cronlease")
-    head = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        '<meta name="robots" content="noindex">',
-    ]
-    if refresh:
-        head.append(f'<meta http-equiv="refresh" content="{int(refresh)}">')
-    head += [f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>", "</head><body>"]
-    body = [
-        f"<h1>{_e(title)}</h1>",
-        f'<p class="meta">database <code>{_e(status["database"])}</code>'
-        + (f" · namespace <code>{_e(status['namespace'])}</code>" if status["namespace"] else "")
-        + f" · database time {_e(status['database_time'])}"
-        + _clock(status.get("clock_skew"))
-        + f" · page generated {_e(status['generated_at'])}"
-        f' · <a href="{_e(json_url)}">JSON</a></p>',
-    ]
-    if status["database_error"]:
-        body.append(
-            f'<div class="problem" id="database-error">database unavailable: '
-            f"<code>{_e(status['database_error'])}</code></div>"
-        )
-    replica = status.get("replica")
-    if replica:
-        health = replica["health"]
-        if health is not None and not health["ok"]:
-            problems = "".join(f"<li>{_e(p)}</li>" for p in health["problems"])
-            body.append(f'<div class="problem" id="health">health: <ul>{problems}</ul></div>')
-        connection = replica.get("connection")
-        if connection:
-            body.append(
-                f'<div class="problem" id="connection">this replica: '
-                f"<code>{_e(connection['text'])}</code></div>"
-            )
-        in_progress = ", ".join(replica["runs_in_progress"]) or "none"
-        body.append(
-            f'<p class="meta">this replica <code>{_e(replica["holder"])}</code>: '
-            f"{'started' if replica['running'] else 'not started'}"
-            f"; runs in progress here: {_e(in_progress)}</p>"
-        )
+    now = parse_time(status["generated_at"])
+    body = header(status, title, json_url, None)
     tasks = status["tasks"]
     if tasks:
-        body.extend(_render_task(task) for task in tasks)
+        body.append(banner(tasks, base))
+        columns = _COLUMNS + (["actions"] if csrf is not None else [])
+        body.append('<table class="tasks" id="tasks"><tr>')
+        body.append("".join(f"<th>{name}</th>" for name in columns) + "</tr>")
+        body.extend(_row(task, base, csrf, now) for task in ordered(tasks))
+        body.append("</table>")
     else:
         body.append('<p class="meta">No tasks.</p>')
+    body.append(footer(status))
     orphaned = status["orphaned"]
     if orphaned:
         body.append(
-            '<h2 id="orphaned">Orphaned lease rows</h2><p class="meta">Tasks no longer declared. '
+            f'<h2 id="orphaned">{len(orphaned)} orphaned lease rows</h2>'
+            '<details><summary class="meta">Tasks no longer declared. '
             "They are kept, since deleting a row resets its slot cursor; "
-            "<code>cronlease</code> removes one only on request.</p>"
+            "<code>cronlease</code> removes one only on request.</summary>"
             "<table><tr><th>task</th><th>state</th><th>holder</th><th>fence</th>"
             "<th>last slot</th><th>lease</th><th>abandoned runs</th></tr>"
         )
         body.extend(
-            f"<tr><td>{_e(o['name'])}</td><td>{_e(o['state'])}</td><td>{_e(o['holder'])}</td>"
-            f"<td>{_e(o['fence'])}</td><td>{_e(o['last_slot_time'])}</td>"
-            f"<td>{_e(lease_text(o['lease_expires_in']))}</td>{_abandoned(o)}</tr>"
+            f"<tr><td>{e(o['name'])}</td><td>{e(o['state'])}</td><td>{e(o['holder'])}</td>"
+            f"<td>{e(o['fence'])}</td><td>{e(o['last_slot_time'])}</td>"
+            f"<td>{e(lease_text(o['lease_expires_in']))}</td>{abandoned_cell(o)}</tr>"
             for o in orphaned
         )
-        body.append("</table>")
-    return "\n".join([*head, *body, "</body></html>", ""])
+        body.append("</table></details>")
+    return document(title, refresh, body)
+
+
+def abandoned_text(task: Mapping[str, Any]) -> str:
+    count = task.get("abandoned")
+    if count is None:  # the data was collected without counting them
+        return "-"
+    return f'<span class="abandoned">{count:d}</span>' if count else "0"
+
+
+def abandoned_cell(task: Mapping[str, Any]) -> str:
+    count = task.get("abandoned")
+    return f'<td class="abandoned">{count:d}</td>' if count else f"<td>{abandoned_text(task)}</td>"

@@ -12,9 +12,11 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from wsgiref.simple_server import make_server as _make_server
 
 from cronlease._lease.store import LeaseStore
-from cronlease.web.app import wsgi_app
+from cronlease.web.app import PageOptions, wsgi_app
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from cronlease._scheduler import Scheduler
 
 logger = logging.getLogger("cronlease")
@@ -33,7 +35,7 @@ def make_server(
     source: Scheduler | LeaseStore,
     host: str = "127.0.0.1",
     port: int = 8080,
-    **options: Any,
+    **options: Unpack[PageOptions],
 ) -> WSGIServer:
     """A threaded stdlib server for the page (not started); ``port=0`` picks a free port.
 
@@ -55,7 +57,7 @@ def serve(
     port: int = 8080,
     *,
     ready: Callable[[str], object] | None = None,
-    **options: Any,
+    **options: Unpack[PageOptions],
 ) -> None:
     """Serve the page until SIGINT or SIGTERM (or KeyboardInterrupt off the main thread).
 

@@ -1,0 +1,135 @@
+"""The status page in a real browser (headless Chromium driven by Selenium): foreign text
+never runs, and the actions a button posts are done, or refused, as the lease rows show.
+
+Selenium and Debian's chromium-driver rather than raw DevTools: clicking a button and
+following the form's redirect is what a user does, and WebDriver does exactly that
+(the DevTools protocol would need a websocket client and hand-written clicks).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronlease import Scheduler
+from cronlease.web import make_server
+from tests.contract.test_web import XSS, make_scheduler
+from tests.support.procs import wait_for
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["sqlite"])]
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    if CHROMIUM is None or DRIVER is None:
+        missing = "Debian's chromium and chromium-driver are not installed"
+        if os.environ.get("CI"):
+            pytest.fail(f"{missing}: .ci/run installs them, so CI must not skip this test")
+        pytest.skip(f"{missing} (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'profile'}")
+    options.add_argument("--window-size=1366,768")
+    # both paths given: Selenium Manager looks nothing up and downloads nothing
+    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@contextmanager
+def page_server(scheduler: Scheduler, **options: Any) -> Iterator[str]:
+    server = make_server(scheduler, port=0, refresh=None, cache=0, **options)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def scheduler(db_url: str, task_name: str) -> Iterator[Scheduler]:
+    scheduler = make_scheduler(db_url, task_name)
+    yield scheduler
+    scheduler.runner.close()
+
+
+def paused(scheduler: Scheduler, name: str) -> bool:
+    return bool(scheduler.store.leases([name])[0].paused)
+
+
+def test_foreign_text_stays_text_and_actions_are_done_or_refused(
+    browser: Any, scheduler: Scheduler, task_name: str
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    def text() -> str:
+        return str(browser.find_element(By.TAG_NAME, "body").text)
+
+    def click(button: str) -> None:
+        browser.find_element(By.ID, button).click()
+
+    def settled(check: Callable[[], bool], what: str) -> None:
+        wait_for(check, 15, what)
+
+    with page_server(scheduler) as read_only:
+        browser.get(f"{read_only}/")
+        assert browser.find_elements(By.TAG_NAME, "form") == []  # read-only by default
+        for name in (task_name, f"{task_name}-bad", f"{task_name}-paused"):
+            assert browser.find_element(By.ID, f"task-{name}")
+        assert "failed (manual)" in text() and "succeeded (manual)" in text()
+        # The failure's message is text: no script element, the title untouched.
+        browser.get(f"{read_only}/task?name={task_name}-bad")
+        assert f"bad input {XSS}" in text()
+        assert browser.find_elements(By.TAG_NAME, "script") == []
+        assert browser.title == f"{task_name}-bad · cronlease"
+
+    verdict = {"allow": True}
+    with page_server(scheduler, actions=True, authorize=lambda request: verdict["allow"]) as base:
+        browser.get(f"{base}/")
+        click(f"pause-{task_name}")
+        settled(lambda: "/task?name=" in browser.current_url, "the redirect to the task page")
+        assert paused(scheduler, task_name)
+        assert "paused" in browser.find_element(By.ID, "facts").text
+        click(f"resume-{task_name}")  # from the task's page this time
+        settled(lambda: not paused(scheduler, task_name), "resumed")
+        click(f"run-{task_name}")
+        settled(
+            lambda: len(scheduler.store.recent_runs([task_name], 5).get(task_name, [])) == 2,
+            "the run-now run recorded",
+        )
+
+        # refused: not authorized
+        verdict["allow"] = False
+        browser.get(f"{base}/")
+        click(f"pause-{task_name}")
+        settled(lambda: "not authorized" in text(), "the refusal")
+        # refused: no CSRF token (the cookie gone, as from another site's form)
+        verdict["allow"] = True
+        browser.get(f"{base}/")
+        browser.delete_all_cookies()
+        click(f"pause-{task_name}")
+        settled(lambda: "CSRF" in text(), "the refusal")
+        # refused: an action is not a GET
+        browser.get(f"{base}/action")
+        assert "Method Not Allowed" in text()
+        assert not paused(scheduler, task_name)
