@@ -224,7 +224,9 @@ def test_the_json_form_carries_the_failure_fields() -> None:
 
 @pytest.mark.parametrize("value", [0, -1, 101, True, "3", 2.0])
 def test_alert_after_is_a_whole_number_from_one(value: object) -> None:
-    with pytest.raises(ConfigError, match=r"task 'job', key 'alert_after': must be a whole number from 1 to 100"):
+    with pytest.raises(
+        ConfigError, match=r"task 'job', key 'alert_after': must be a whole number from 1 to 100"
+    ):
         Task.declare(lambda: None, every="1m", name="job", alert_after=value)  # type: ignore[arg-type]
 
 
