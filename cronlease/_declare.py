@@ -58,6 +58,7 @@ class TaskDeclarations:
         recover: bool = False,
         args: tuple[Any, ...] = (),
         kwargs: Mapping[str, Any] | None = None,
+        alert_after: int = 1,
     ) -> Callable[[F], F]: ...
 
     def task(self, func: Any = None, /, **options: Any) -> Any:
@@ -70,7 +71,8 @@ class TaskDeclarations:
         ``retries=N`` runs a failed scheduled slot again, up to N times, after
         ``retry_delay`` (default 10 s) doubled per attempt; ``recover=True`` runs a
         slot whose replica died mid-run again on a survivor (README, "Retries and
-        crash recovery").
+        crash recovery"). ``alert_after=N``: health() and ``status --check`` report the
+        task failing once N runs in a row failed (default 1; README, "Failure alerts").
         Raises :class:`ConfigError` for an invalid declaration or a duplicate
         name. Returns the function unchanged.
         """

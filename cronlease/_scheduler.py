@@ -34,7 +34,7 @@ from cronlease._run.signals import stop_signals
 from cronlease._run.startup import CatchUp, report_schedule_conflicts
 from cronlease._run.stopping import Deadline
 from cronlease._stats import Stats
-from cronlease._status import DeclaredTask, Health, Snapshot, read_snapshot
+from cronlease._status import Health, Snapshot
 from cronlease._task import Task
 from cronlease._timing.clock import ClockCheck
 from cronlease.errors import ConfigError, SchedulerError, StoreError
@@ -245,6 +245,11 @@ class Scheduler(TaskDeclarations):
         return self.runner.running
 
     @property
+    def skipped_ticks(self) -> dict[str, dict[str, int]]:
+        """Ticks skipped here since start, by full name and reason (``TaskStatus.skipped``)."""
+        return self.runner.skips.by_task()
+
+    @property
     def clock_skew(self) -> ClockCheck | None:
         """The latest measurement of this host's clock against the database's."""
         return self._clock.last
@@ -336,11 +341,8 @@ class Scheduler(TaskDeclarations):
     ) -> Health:
         """Problems a probe should fail on: the database unreachable for longer than
         ``database_threshold`` seconds (and why no connection can be made), a task
-        overdue, this replica stalled (design §5.17-18, §8). Two statements on its
-        pool, unless given the ``snapshot`` read for something else (the status page)."""
-        if snapshot is None:
-            declared = [DeclaredTask.of(task) for task in self._tasks.values()]
-            snapshot = read_snapshot(self.store, declared, runs=0, orphans=False)
+        overdue or failing, this replica stalled (design §5.17-18, §8). Three statements
+        on its pool, unless given the ``snapshot`` read for something else (the page)."""
         return replica_health(
             snapshot,
             self._tasks.values(),

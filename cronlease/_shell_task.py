@@ -51,10 +51,12 @@ from cronlease._safe_text import safe_text
 from cronlease._task import RunContext
 from cronlease.errors import CommandError, TaskTimeout
 
-__all__ = ["CommandTask", "terminate_running"]
+__all__ = ["STDERR_TAIL_HEADER", "CommandTask", "terminate_running"]
 
 #: lines of stderr kept for the run's error summary
 STDERR_TAIL_LINES = 20
+#: what separates a failure's message from the stderr tail after it
+STDERR_TAIL_HEADER = "; last lines of stderr:"
 #: characters kept of each stderr line in that summary
 TAIL_LINE_CHARS = 300
 #: bytes after which an unterminated output line is logged anyway
@@ -344,7 +346,7 @@ class _Supervisor:
     def stderr_tail(self) -> str:
         if not self._tail:
             return ""
-        return "; last lines of stderr:\n" + "\n".join(self._tail)
+        return STDERR_TAIL_HEADER + "\n" + "\n".join(self._tail)
 
     def close(self) -> None:
         for key in list(self._selector.get_map().values()):

@@ -20,6 +20,7 @@ from cronlease.errors import ConfigError
 __all__ = [
     "CATCH_UP_POLICIES",
     "DEFAULT_RETRY_DELAY",
+    "MAX_ALERT_AFTER",
     "MAX_RETRIES",
     "CatchUp",
     "Liveness",
@@ -34,6 +35,8 @@ CATCH_UP_POLICIES: tuple[str, ...] = ("skip", "latest", "all")
 DEFAULT_RETRY_DELAY = 10.0
 #: more is a typo: with the doubling delay, 100 retries of "1s" outlast any schedule
 MAX_RETRIES = 100
+#: a health probe reads this many runs per task (and one): more would make it a history read
+MAX_ALERT_AFTER = 100
 
 
 class Liveness:
@@ -185,6 +188,8 @@ class Task:
     recover: bool = False
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: runs failed in a row before health() and ``status --check`` call the task failing
+    alert_after: int = 1
     full_name: str = field(init=False)
     wants_context: bool = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
@@ -230,6 +235,15 @@ class Task:
             or not 1 <= self.catchup_limit <= 1000
         ):
             raise ConfigError(f"task {self.name!r}: catchup_limit must be 1 to 1000")
+        if (
+            isinstance(self.alert_after, bool)
+            or not isinstance(self.alert_after, int)
+            or not 1 <= self.alert_after <= MAX_ALERT_AFTER
+        ):
+            raise ConfigError(
+                f"task {self.name!r}: alert_after must be a whole number from 1 to "
+                f"{MAX_ALERT_AFTER}, not {self.alert_after!r}"
+            )
         object.__setattr__(self, "full_name", full_name)
         object.__setattr__(self, "wants_context", takes_context(self.func))
         object.__setattr__(
@@ -260,6 +274,7 @@ class Task:
         namespace: str | None = None,
         args: tuple[Any, ...] = (),
         kwargs: Mapping[str, Any] | None = None,
+        alert_after: int = 1,
     ) -> Task:
         """Validate a declaration as the decorator receives it; ConfigError if invalid."""
         # An explicit name="" is an error, not a request for the function's name.
@@ -299,6 +314,7 @@ class Task:
             recover=recover,
             args=tuple(args),
             kwargs=dict(kwargs or {}),
+            alert_after=alert_after,
         )
 
     @property

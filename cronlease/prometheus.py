@@ -34,7 +34,24 @@ Metrics (``task`` is the full task name, namespace included):
                                                      by ``task`` and ``outcome``
 ``cronlease_abandoned_runs``               gauge     runs of ``task`` recorded
                                                      ``abandoned`` in the database
+``cronlease_task_failing``                 gauge     1 while ``task`` is failing (its
+                                                     last ``alert_after`` runs failed)
+``cronlease_consecutive_failures``         gauge     runs of ``task`` in a row that did
+                                                     not succeed (database, as status)
+``cronlease_ticks_left_to_peers_total``    counter   ticks this replica left to the
+                                                     replicas ranked before it
+``cronlease_ticks_delayed_total``          counter   ticks it tried after a delay
+``cronlease_ticks_checked_taken_total``    counter   delayed ticks found taken by a
+                                                     read, before any lock
 ========================================== ========= =================================
+
+Ticks left to peers are not skips: a replica outside a tick's rendezvous window
+does not try it (docs/design.md §4.4), so no ``TickSkipped`` is emitted and
+``ticks_skipped_total{reason="taken"}`` counts only the ticks this replica tried
+and found taken — it fell when the fleet's staging came, though nothing ran
+less. The three ``ticks_*`` counters above are the replica's own tallies, without
+a ``task`` label (a series per task would cost every replica a label update
+per task per tick on the path staging made cheap), read at a scrape.
 
 Every replica counts what it saw: ``sum by (task, outcome) (cronlease_runs_total)``
 over the fleet counts each run once, since a tick runs on one replica only.
@@ -49,11 +66,13 @@ queries name. ``cronlease_later_attempts_total`` has ``cronlease_runs_total``'s
 labels and counts the runs it counts whose attempt is 2 or more: how often the
 fleet retries or recovers, and how those attempts end.
 
-``cronlease_abandoned_runs`` is the exception to "what this replica saw": a
+``cronlease_abandoned_runs``, ``cronlease_task_failing`` and
+``cronlease_consecutive_failures`` are the exception to "what this replica saw": a
 run is marked ``abandoned`` by a database statement (the next acquirer's
 sweep, the fleet's stuck watcher on whichever replica won it), which no
 replica hears of as an event, so it is the database's count, read through the
-status model as ``cronlease status`` and the page show it. Every replica
+status model as ``cronlease status`` and the page show it (a failure streak is
+the same on every replica too: the runs of every replica count). Every replica
 reports the same value: aggregate it with ``max by (task)``, not ``sum``. It
 is read when scraped, at most once per ``abandoned_refresh`` seconds (default
 60, the stuck watcher's own pace), never while this replica sees the database
@@ -64,14 +83,10 @@ registered it on, not through multiprocess mode's files.
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import REGISTRY, Collector
 
 from cronlease._events import (
@@ -85,7 +100,7 @@ from cronlease._events import (
     TickSkipped,
 )
 from cronlease._lease.model import Outcome
-from cronlease._status import DeclaredTask, read_status
+from cronlease._metrics_read import ABANDONED_REFRESH_SECONDS, AbandonedRuns, ReplicaCounters
 
 if TYPE_CHECKING:
     from cronlease._scheduler import Scheduler
@@ -95,13 +110,10 @@ __all__ = [
     "DURATION_BUCKETS",
     "AbandonedRuns",
     "Metrics",
+    "ReplicaCounters",
     "instrument",
 ]
 
-logger = logging.getLogger("cronlease")
-
-#: how long a read of the abandoned counts is served before a scrape reads again
-ABANDONED_REFRESH_SECONDS = 60.0
 
 # From a few milliseconds (a cache refresh) to an hour (a nightly report).
 DURATION_BUCKETS = (
@@ -123,71 +135,6 @@ DURATION_BUCKETS = (
     3600.0,
 )
 _OUTCOMES: tuple[Outcome, ...] = ("succeeded", "failed")
-
-
-class AbandonedRuns(Collector):
-    """``<prefix>_abandoned_runs``: the scheduler's tasks' abandoned runs, as the status
-    model counts them in the database; read at a scrape, at most once per ``refresh``."""
-
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        prefix: str = "cronlease",
-        refresh: float = ABANDONED_REFRESH_SECONDS,
-    ) -> None:
-        self.name = f"{prefix}_abandoned_runs"
-        self._scheduler = scheduler
-        self._refresh = refresh
-        self._lock = threading.Lock()
-        self._counts: dict[str, int] = {}
-        self._read_at: float | None = None  # monotonic
-
-    def _family(self) -> GaugeMetricFamily:
-        return GaugeMetricFamily(
-            self.name,
-            "Runs of a task recorded abandoned in the database (the same on every replica).",
-            labels=["task"],
-        )
-
-    def describe(self) -> Iterator[Metric]:
-        # registering asks for the names: answered without reading the database
-        yield self._family()
-
-    def collect(self) -> Iterator[Metric]:
-        family = self._family()
-        for task, count in sorted(self.counts().items()):
-            family.add_metric([task], count)
-        yield family
-
-    def counts(self) -> dict[str, int]:
-        """The counts by full task name, read again if the last read is ``refresh`` old."""
-        with self._lock:  # concurrent scrapes share one read
-            now = time.monotonic()
-            fresh = self._read_at is not None and now - self._read_at < self._refresh
-            # a scrape must not wait on a database this replica already knows is down
-            if not fresh and self._scheduler.runner.outage.down_for is None:
-                self._read_at = now
-                self._read()
-            return dict(self._counts)
-
-    def _read(self) -> None:
-        scheduler = self._scheduler
-        tasks = [DeclaredTask.of(task) for task in scheduler.tasks.values()]
-        if not tasks:
-            self._counts = {}
-            return
-        report = read_status(
-            scheduler.store,
-            tasks,
-            namespace=scheduler.namespace,
-            runs=0,
-            orphans=False,
-            abandoned=True,
-        )
-        if report.database_error is not None:
-            logger.debug("abandoned runs not counted: %s", report.database_error)
-            return  # the last values stay: a gap would read as "no abandoned runs"
-        self._counts = {t.name: t.abandoned for t in report.tasks if t.abandoned is not None}
 
 
 class Metrics:
@@ -275,8 +222,11 @@ class Metrics:
         )
         self.abandoned = AbandonedRuns(scheduler, prefix, abandoned_refresh)
         registry.register(self.abandoned)
+        self.replica_counters = ReplicaCounters(scheduler, prefix)
+        registry.register(self.replica_counters)
         self._collectors: tuple[Collector, ...] = (
             self.abandoned,
+            self.replica_counters,
             self.runs,
             self.later_attempts,
             self.ticks_skipped,

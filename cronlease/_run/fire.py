@@ -117,6 +117,16 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
         self._pool.shutdown()
 
 
+def quiet_apscheduler() -> None:
+    """APScheduler's INFO lines ("Adding job tentatively", "Job ... executed") are its
+    internals, not the user's story: its logger goes to WARNING unless the application
+    set a level on it (``logging.getLogger("apscheduler").setLevel(logging.INFO)``
+    before start brings them back)."""
+    apscheduler_logger = logging.getLogger("apscheduler")
+    if apscheduler_logger.level == logging.NOTSET:
+        apscheduler_logger.setLevel(logging.WARNING)
+
+
 class BatchingScheduler(BackgroundScheduler):  # type: ignore[misc]
     """A BackgroundScheduler that tells its executors when a pass over due jobs has ended,
     wakes at least every :data:`WAKE_INTERVAL` seconds, and re-anchors its jobs when the
@@ -211,6 +221,7 @@ class Firing:
         # the declared tasks' digest (XOR of task_key), for the member row's task_set
         self._task_set = 0
         self._namespace: str | None = None
+        quiet_apscheduler()
         self.apscheduler = BatchingScheduler(
             timezone=timezone.utc,
             executors={
@@ -231,6 +242,7 @@ class Firing:
                 call,
                 trigger=IntervalTrigger(seconds=seconds, timezone=timezone.utc),
                 id=job_id,
+                name=f"cronlease {job_id.removeprefix('cronlease-').replace('-', ' ')}",
                 executor="local",
                 coalesce=True,
                 max_instances=1,
@@ -260,13 +272,17 @@ class Firing:
             _never_called,
             trigger=task.schedule.trigger,
             id=job_id,
-            name=str(task.schedule),
+            name=f"{task.full_name} ({task.schedule})",  # APScheduler's own lines say this
             replace_existing=True,
         )
 
     def start(self) -> None:
         if self._unstarted is not None:
             self._groups.update((job, tuple(tasks)) for job, tasks in self._unstarted.items())
+            for job_id, tasks in self._unstarted.items():
+                if len(tasks) > 1:  # one job fires every task of a schedule
+                    name = f"{tasks[0].full_name} and {len(tasks) - 1} more ({tasks[0].schedule})"
+                    self.apscheduler.modify_job(job_id, name=name)
             self._unstarted = None
         self._runner.membership.start(
             lambda: digest_text(self._task_set),

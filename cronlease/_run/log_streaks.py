@@ -12,6 +12,13 @@ misfire lines against 2 outage lines). So, per task and reason:
 - the first tick of that task that is not skipped for that reason **ends**
   the streak: one WARNING with the count, if there was more than the first.
 
+Skips that are the replica working as meant (``overlap``: the previous run is
+still going; ``capacity``: every worker was busy) are :meth:`LogStreaks.counted`
+instead, at the level the streaks were made with (INFO): no line on the first,
+one when the streak ends — "NAME: skipped 2 of the last 3 ticks: still
+running" — and the summary every ``summary_every`` while it lasts. A task of
+8 s every 3 s so logs one line per run it could start, not three.
+
 Only the log lines are per streak: the stats counters and ``TickSkipped``
 events stay per tick (the callers keep them). Thread-safe: the acquirer
 thread and inline runs (catch-up, run-now) report to the same streaks.
@@ -38,6 +45,7 @@ class _Streak:
     started: float  # monotonic
     logged_count: int  # the count the last line reported
     logged_at: float  # monotonic
+    quiet: bool = False  # counted(): no line at its start, one at its end
 
 
 class LogStreaks:
@@ -49,10 +57,12 @@ class LogStreaks:
         *,
         summary_every: float = SUMMARY_EVERY,
         clock: Callable[[], float] = time.monotonic,
+        level: int = logging.WARNING,
     ) -> None:
         if not summary_every > 0:
             raise ValueError(f"summary_every must be positive, got {summary_every!r}")
         self._logger = logger
+        self._level = level
         self._summary_every = summary_every
         self._clock = clock
         self._open: dict[tuple[str, str], _Streak] = {}
@@ -61,24 +71,35 @@ class LogStreaks:
     def warn(self, task: str, reason: str, what: str, message: str, *args: object) -> None:
         """One more tick of ``task`` skipped for ``reason``; logs ``message % args`` if it
         starts a streak. ``what`` says what happened to the ticks in the count lines."""
+        if self._one_more(task, reason, what, quiet=False):
+            self._logger.log(
+                self._level,
+                message + " (%s; the next ones are counted until one is not)",
+                *args,
+                reason,
+            )
+
+    def counted(self, task: str, reason: str, why: str) -> None:
+        """One more tick of ``task`` skipped for ``reason``, said only when the streak ends
+        (or every ``summary_every``): ``why`` ends that line ("still running")."""
+        self._one_more(task, reason, why, quiet=True)
+
+    def _one_more(self, task: str, reason: str, what: str, *, quiet: bool) -> bool:
+        """Count a skip; True when it starts a streak (the caller says so, or not)."""
         now = self._clock()
         with self._lock:
             streak = self._open.get((task, reason))
             if streak is None:
-                self._open[(task, reason)] = _Streak(what, 1, now, 1, now)
-            else:
-                streak.count += 1
-                if now - streak.logged_at < self._summary_every:
-                    return
-                since = now - streak.started
-                more = streak.count - streak.logged_count
-                streak.logged_count, streak.logged_at = streak.count, now
-        if streak is None:
-            self._logger.warning(
-                message + " (%s; the next ones are counted until one is not)", *args, reason
-            )
-            return
-        self._logger.warning(
+                self._open[(task, reason)] = _Streak(what, 1, now, 0 if quiet else 1, now, quiet)
+                return True
+            streak.count += 1
+            if now - streak.logged_at < self._summary_every:
+                return False
+            since = now - streak.started
+            more = streak.count - streak.logged_count
+            streak.logged_count, streak.logged_at = streak.count, now
+        self._logger.log(
+            self._level,
             "%s: %d more tick(s) %s (%s); %d in a row over %.0f s, and counting",
             task,
             more,
@@ -87,6 +108,7 @@ class LogStreaks:
             streak.count,
             since,
         )
+        return False
 
     def ended(self, task: str, reason: str) -> None:
         """A tick of ``task`` was not skipped for ``reason``: its streak, if any, is over."""
@@ -94,9 +116,22 @@ class LogStreaks:
             return
         with self._lock:
             streak = self._open.pop((task, reason), None)
-        if streak is None or streak.count == 1:
+        if streak is None:
+            return
+        if streak.quiet:
+            self._logger.log(
+                self._level,
+                "%s: skipped %d of the last %d ticks: %s",
+                task,
+                streak.count,
+                streak.count + 1,
+                streak.what,
+            )
+            return
+        if streak.count == 1:
             return  # the one warning said it all
-        self._logger.warning(
+        self._logger.log(
+            self._level,
             "%s: %d tick(s) in a row %s (%s) over %.0f s; this one was not",
             task,
             streak.count,

@@ -24,6 +24,7 @@ from cronlease._lease.store import LeaseStore
 from cronlease._run.active import ActiveRun, ActiveRuns
 from cronlease._run.execution import Ended
 from cronlease._run.finisher import Finisher
+from cronlease._run.run_lines import log_finished
 from cronlease._stats import Stats
 from cronlease.errors import RowRefused, StoreError
 
@@ -91,20 +92,10 @@ class Recorder:
                     logger.exception("unexpected error recording %s", entry.run.task.full_name)
         finally:
             self._active.end(entry.run for entry in batch)
-        info = logger.isEnabledFor(logging.INFO)
         report = self._events.wants(RunFinished)
         for entry in batch:
             lease = entry.run.lease
-            if info:
-                logger.info(
-                    "%s slot=%s fence=%s%s outcome=%s duration=%.3fs",
-                    lease.name,
-                    lease.slot,
-                    lease.fence,
-                    f" attempt={lease.attempt}" if lease.attempt > 1 else "",
-                    entry.outcome,
-                    entry.duration,
-                )
+            log_finished(entry.run.task, lease, entry.outcome, entry.duration)
             if report:
                 self._events.emit(
                     RunFinished(

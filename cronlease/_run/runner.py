@@ -76,7 +76,9 @@ class TickRunner:
         self.events = events or EventBus()
         self.outage = OutageLog(self.stats, self.events)
         self.pulse = Pulse()  # beaten by the acquirer, read by health()
-        skips = Skips(self.stats, self.events)
+        #: skipped ticks, counted by reason and tallied per task (a forked child makes a
+        #: new runner, so a fresh tally)
+        self.skips = skips = Skips(self.stats, self.events)
         self._admission = Admission(holder, self.stats, skips)
         #: this replica's member row and view of the fleet; started and stopped with
         #: the firing (cronlease/_run/fire.py)
@@ -239,6 +241,7 @@ class TickRunner:
                 finally:  # the slots of ticks not won (or not started) are free again
                     self.capacity.give_back(granted - (handed_out - before))
                 self._rationing.served(batch)
+                self._admission.served(batch)
                 decision.retries.extend(part.retries)
         finally:
             self._recorder.unhold()

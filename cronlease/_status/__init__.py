@@ -3,7 +3,7 @@
 The modules, one job each:
 
 - ``rules``: how an error is summarized, a holder shown, a namespace matched,
-  a tick judged overdue;
+  a tick judged overdue, a failure streak counted;
 - ``model``: the frozen values (:class:`TaskStatus`, :class:`RunStatus`,
   :class:`StatusReport`, :class:`Health`);
 - ``build``: :func:`build_report` (rows in, report out) and :func:`read_status`
@@ -18,37 +18,48 @@ from __future__ import annotations
 from cronlease._status.build import Snapshot, build_report, read_snapshot, read_status
 from cronlease._status.encode import health_json, report_json, run_json, task_json
 from cronlease._status.model import (
+    RECENT_OUTCOMES,
     Health,
     RunStatus,
+    ShownState,
     StatusReport,
     TaskState,
     TaskStatus,
     by_slot,
+    failing_problem,
 )
 from cronlease._status.rules import (
+    FAILURE_OUTCOMES,
     MIN_SCRUBBED_PASSWORD,
     DeclaredTask,
     Scrubber,
+    failure_streak,
     full_name,
     holder_id,
     in_namespace,
     is_overdue,
+    streak_runs,
     summarize_error,
 )
 from cronlease._status.text import format_duration, format_time, lease_text, zone_of
 
 __all__ = [
+    "FAILURE_OUTCOMES",
     "MIN_SCRUBBED_PASSWORD",
+    "RECENT_OUTCOMES",
     "DeclaredTask",
     "Health",
     "RunStatus",
     "Scrubber",
+    "ShownState",
     "Snapshot",
     "StatusReport",
     "TaskState",
     "TaskStatus",
     "build_report",
     "by_slot",
+    "failing_problem",
+    "failure_streak",
     "format_duration",
     "format_time",
     "full_name",
@@ -61,6 +72,7 @@ __all__ = [
     "read_status",
     "report_json",
     "run_json",
+    "streak_runs",
     "summarize_error",
     "task_json",
     "zone_of",

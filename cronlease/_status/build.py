@@ -8,7 +8,7 @@ and calls it.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import cast
 
@@ -21,6 +21,7 @@ from cronlease._status.model import RunStatus, StatusReport, TaskState, TaskStat
 from cronlease._status.rules import (
     DeclaredTask,
     Scrubber,
+    failure_streak,
     full_name,
     holder_id,
     in_namespace,
@@ -41,7 +42,9 @@ class Snapshot:
 
     ``abandoned`` counts the runs recorded ``abandoned`` by task (a task without
     any is absent), None when not read. ``error`` says why the read failed (then
-    nothing else was kept).
+    nothing else was kept). ``runs_limit`` is how many runs per task were asked
+    for (a task with that many may have more: its failure streak is "at least");
+    None: ``runs`` hold each task's whole history.
     """
 
     leases: tuple[LeaseInfo, ...] = ()
@@ -50,6 +53,7 @@ class Snapshot:
     clock: ClockCheck | None = None
     error: str | None = None
     abandoned: Mapping[str, int] | None = None
+    runs_limit: int | None = None
 
     def __post_init__(self) -> None:
         kept = self.leases or self.runs or self.db_now is not None or self.abandoned is not None
@@ -69,6 +73,7 @@ def build_report(
     internal: Collection[str] = (),
     since: datetime | None = None,
     scrub: Scrubber = NO_SCRUBBING,
+    skipped: Mapping[str, Mapping[str, int]] | None = None,
 ) -> StatusReport:
     """The status of ``declared`` tasks (None: every lease row is a task), from ``snapshot``.
 
@@ -76,17 +81,30 @@ def build_report(
     except those of ``internal`` tasks (declared names, e.g. the built-in
     housekeeping task). ``now`` is this host's clock (next fire times); lease
     expiry and overdue ticks are judged on the database clock, never this host's. ``since`` is as
-    for :func:`~cronlease._status.rules.is_overdue`.
+    for :func:`~cronlease._status.rules.is_overdue`. ``skipped`` is the building replica's
+    tally of skipped ticks by stored name and reason (``Scheduler.skipped_ticks``).
     """
     rows = {row.name: row for row in snapshot.leases}
     db_now = snapshot.db_now
 
     def status(task: DeclaredTask | None, name: str) -> TaskStatus:
         row = rows.get(name)
-        runs = by_slot([RunStatus.of(run, scrub) for run in snapshot.runs.get(name, ())])
+        read = snapshot.runs.get(name, ())
+        runs = by_slot([RunStatus.of(run, scrub) for run in read])
         counted = snapshot.abandoned
         abandoned = None if counted is None else counted.get(name, 0)
-        return _task_status(name, task, row, runs, abandoned, db_now, now, since)
+        limit = snapshot.runs_limit
+        streak = failure_streak(
+            [run.outcome for run in runs], read_all=limit is None or len(read) < limit
+        )
+        status = _task_status(name, task, row, runs, abandoned, db_now, now, since)
+        return replace(
+            status,
+            consecutive_failures=streak[0],
+            streak_capped=streak[1],
+            alert_after=None if task is None else task.alert_after,
+            skipped=(skipped or {}).get(name, {}),
+        )
 
     if declared is None:
         tasks = [status(None, name) for name in sorted(rows)]
@@ -153,6 +171,7 @@ def _task_status(
         ),
         runs=runs,
         abandoned=abandoned,
+        alert_after=None if task is None else task.alert_after,
     )
 
 
@@ -168,10 +187,12 @@ def read_status(
     abandoned: bool = False,
     since: datetime | None = None,
     empty_without_tables: bool = False,
+    skipped: Mapping[str, Mapping[str, int]] | None = None,
 ) -> StatusReport:
     """Read the store and build the report; never raises :class:`StoreError`.
 
-    The options of the read are :func:`read_snapshot`'s. Never creates tables.
+    The options of the read are :func:`read_snapshot`'s, ``skipped`` is
+    :func:`build_report`'s. Never creates tables.
     """
     now = datetime.now(timezone.utc)
     snapshot = read_snapshot(
@@ -192,6 +213,7 @@ def read_status(
         internal=internal,
         since=since,
         scrub=Scrubber.of(store),
+        skipped=skipped,
     )
 
 
@@ -207,7 +229,8 @@ def read_snapshot(
 ) -> Snapshot:
     """What the report of ``declared`` needs, read from ``store``; never raises StoreError.
 
-    ``runs`` recent runs per task (0: none read); ``orphans`` False reads the
+    ``runs`` recent runs per task (0: none read; ``rules.streak_runs`` judges the
+    failure streaks, as many as the largest ``alert_after`` and one); ``orphans`` False reads the
     declared tasks' rows only (a probe need not read the whole table);
     ``clock`` measures this host's skew; ``abandoned`` counts each task's
     abandoned runs (orphaned rows' too). A failed read is the snapshot's
@@ -227,7 +250,12 @@ def read_snapshot(
             every = sorted({*names, *(row.name for row in leases)})
             counted = store.abandoned_counts(every) if every else {}
         return Snapshot(
-            leases=leases, runs=recent, db_now=db_now, clock=measured, abandoned=counted
+            leases=leases,
+            runs=recent,
+            db_now=db_now,
+            clock=measured,
+            abandoned=counted,
+            runs_limit=runs,
         )
     except StoreError as exc:
         empty = empty_without_tables and _no_tables(store)

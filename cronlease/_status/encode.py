@@ -46,6 +46,7 @@ def task_json(task: TaskStatus) -> dict[str, Any]:
         "enabled": task.enabled,
         "schedule": task.schedule,
         "state": task.state,
+        "shown_state": task.shown_state,
         "paused": task.paused,
         "running": task.running,
         "overdue": task.overdue,
@@ -60,6 +61,12 @@ def task_json(task: TaskStatus) -> dict[str, Any]:
         "last_success_at": None if success is None else _time(success.finished_at),
         "error_summary": task.error_summary,
         "abandoned": task.abandoned,
+        "failing": task.failing,
+        "consecutive_failures": task.consecutive_failures,
+        "consecutive_failures_at_least": task.streak_capped,
+        "alert_after": task.alert_after,
+        "recent_outcomes": list(task.recent_outcomes),
+        "skipped": dict(sorted(task.skipped.items())),
         "runs": [run_json(run) for run in task.runs],
     }
 
@@ -69,6 +76,7 @@ def health_json(health: Health) -> dict[str, Any]:
         "ok": health.ok,
         "problems": list(health.problems),
         "overdue": list(health.overdue),
+        "failing": list(health.failing),
         "database_down_for": health.database_down_for,
     }
 
@@ -84,6 +92,7 @@ def report_json(report: StatusReport) -> dict[str, Any]:
         "namespace": report.namespace,
         "clock_skew": skew,
         "overdue": list(report.overdue),
+        "failing": list(report.failing),
         "tasks": [task_json(task) for task in report.tasks],
         "orphaned": [task_json(task) for task in report.orphaned],
     }

@@ -9,20 +9,35 @@ schedule's zone. Error text is already scrubbed of the database password.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from types import MappingProxyType
 from typing import Literal, get_args
 
 from cronlease._lease.model import Outcome, RunRecord
-from cronlease._status.rules import holder_id, summarize_error
+from cronlease._status.rules import FAILURE_OUTCOMES, holder_id, summarize_error
 from cronlease._timing.clock import ClockCheck
 from cronlease._timing.schedule import time_of_slot
 
-__all__ = ["Health", "RunStatus", "StatusReport", "TaskState", "TaskStatus", "by_slot"]
+__all__ = [
+    "RECENT_OUTCOMES",
+    "Health",
+    "RunStatus",
+    "ShownState",
+    "StatusReport",
+    "TaskState",
+    "TaskStatus",
+    "by_slot",
+    "failing_problem",
+]
 
 TaskState = Literal["idle", "running", "paused"]
 _STATES: frozenset[str] = frozenset(get_args(TaskState))
+#: the one word a surface shows for a task, by precedence (:attr:`TaskStatus.shown_state`)
+ShownState = Literal["paused", "failing", "overdue", "running", "idle"]
+#: how many outcomes :attr:`TaskStatus.recent_outcomes` keeps (the page's strip)
+RECENT_OUTCOMES = 20
 
 
 def _check_utc(what: str, moment: datetime | None) -> None:
@@ -113,6 +128,19 @@ class TaskStatus:
     are the latest runs read, newest first. ``abandoned`` counts the task's
     runs recorded ``abandoned`` (their holder stopped renewing the lease), all
     its history long; None when it was not read.
+
+    ``consecutive_failures`` counts the latest runs read, newest first, that did
+    not succeed, up to the latest success (rules.failure_streak: ``failed``,
+    ``timed_out``, ``lost`` and ``abandoned`` count, manual runs and every attempt
+    too; ``running``, ``interrupted`` and ``missed`` neither count nor end it).
+    ``streak_capped`` says no success was among the runs read though more exist
+    (as many were read as asked): the streak is then *at least* that long.
+    ``alert_after`` is the declared threshold (None for an orphaned row);
+    ``failing`` is True for a declared, enabled task whose streak reached it.
+    ``skipped`` counts this task's ticks skipped, by reason (``overlap``,
+    ``capacity``, ``taken``, ...), **as the replica that built the report counted
+    them since it started** — other replicas' skips are not in it, and it is
+    empty when no replica built the report (the CLI).
     """
 
     name: str
@@ -131,10 +159,33 @@ class TaskStatus:
     overdue: bool
     runs: tuple[RunStatus, ...] = ()
     abandoned: int | None = None
+    consecutive_failures: int = 0
+    streak_capped: bool = False
+    alert_after: int | None = None
+    # (compare=False: a mapping would make the frozen value unhashable)
+    skipped: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+    failing: bool = field(init=False)
 
     def __post_init__(self) -> None:
         if self.abandoned is not None and self.abandoned < 0:
             raise ValueError(f"abandoned counts runs, got {self.abandoned!r}")
+        if self.consecutive_failures < 0:
+            raise ValueError(f"consecutive_failures counts runs, got {self.consecutive_failures}")
+        if self.streak_capped and not self.consecutive_failures:
+            raise ValueError("only a streak of failures can be longer than the runs read")
+        if (self.alert_after is None) == self.declared:
+            raise ValueError("a declared task, and only one, has an alert_after")
+        if self.alert_after is not None and self.alert_after < 1:
+            raise ValueError(f"alert_after counts from 1, got {self.alert_after!r}")
+        if any(count < 0 for count in self.skipped.values()):
+            raise ValueError(f"skipped counts ticks, got {dict(self.skipped)!r}")
+        object.__setattr__(self, "skipped", MappingProxyType(dict(self.skipped)))
+        failing = (
+            self.alert_after is not None
+            and bool(self.enabled)
+            and self.consecutive_failures >= self.alert_after
+        )
+        object.__setattr__(self, "failing", failing)
         if self.state not in _STATES:
             raise ValueError(f"state must be one of {sorted(_STATES)}, got {self.state!r}")
         if not self.declared == (self.schedule is not None) == (self.enabled is not None):
@@ -156,6 +207,36 @@ class TaskStatus:
     @property
     def paused(self) -> bool:
         return self.state == "paused"
+
+    @property
+    def shown_state(self) -> ShownState:
+        """One word for a glance, by precedence: ``paused`` (someone chose that; pausing a
+        failing task silences its alert until it is resumed), ``failing`` (even while a
+        new run is going: the last ones failed), ``overdue``, ``running``, ``idle``."""
+        if self.paused:
+            return "paused"
+        if self.failing:
+            return "failing"
+        if self.overdue:
+            return "overdue"
+        return "running" if self.running else "idle"
+
+    @property
+    def recent_outcomes(self) -> tuple[Outcome, ...]:
+        """The outcomes of the latest runs read (at most RECENT_OUTCOMES), newest first."""
+        return tuple(run.outcome for run in self.runs[:RECENT_OUTCOMES])
+
+    @property
+    def failure_text(self) -> str:
+        """The streak for people: "3 runs in a row", "at least 20 runs in a row"."""
+        count = self.consecutive_failures
+        runs = "run" if count == 1 else "runs"
+        return f"{'at least ' if self.streak_capped else ''}{count} {runs} in a row"
+
+    @property
+    def last_failure(self) -> RunStatus | None:
+        """The latest run read that counts as a failure (None if none of them does)."""
+        return next((run for run in self.runs if run.outcome in FAILURE_OUTCOMES), None)
 
     @property
     def last_slot_time(self) -> datetime | None:
@@ -185,6 +266,7 @@ class Health:
     problems: tuple[str, ...]
     overdue: tuple[str, ...] = ()
     database_down_for: float | None = None
+    failing: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.ok != (not self.problems):
@@ -224,6 +306,11 @@ class StatusReport:
     def overdue(self) -> tuple[str, ...]:
         return tuple(task.name for task in self.tasks if task.overdue)
 
+    @property
+    def failing(self) -> tuple[str, ...]:
+        """The tasks shown ``failing``: failing and not paused (a pause silences it)."""
+        return tuple(task.name for task in self.tasks if task.shown_state == "failing")
+
     def health(
         self,
         *,
@@ -234,18 +321,29 @@ class StatusReport:
         """Problems: those the replica knows of itself (``replica``: a stalled timer, a
         replaced SQLite file), the database unreachable for longer than
         ``database_threshold`` seconds (``database_down_for``: as this replica saw it),
-        unreadable now, or a task overdue. A read failing inside a short outage is not
-        yet a problem."""
+        unreadable now, a task failing ("NAME is failing (3 runs in a row, last: ...)")
+        or overdue. A read failing inside a short outage is not yet a problem."""
         problems: list[str] = list(replica)
         outage = database_down_for is not None and database_down_for > database_threshold
         if outage:
             problems.append(f"database unreachable for {database_down_for:.0f} s")
         if self.database_error is not None and (database_down_for is None or outage):
             problems.append(f"database unreachable: {self.database_error}")
+        for task in self.tasks:
+            if task.shown_state == "failing":
+                problems.append(failing_problem(task))
         problems.extend(f"{name} is overdue" for name in self.overdue)
         return Health(
             ok=not problems,
             problems=tuple(problems),
             overdue=self.overdue,
             database_down_for=database_down_for,
+            failing=self.failing,
         )
+
+
+def failing_problem(task: TaskStatus) -> str:
+    """The problem a failing task is in :meth:`StatusReport.health`, one line."""
+    last = task.last_failure
+    said = None if last is None else (last.error_summary or last.outcome)
+    return f"{task.name} is failing ({task.failure_text}, last: {said})"

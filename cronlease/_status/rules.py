@@ -1,4 +1,5 @@
-"""The rules every status surface shares: error summaries, holders, namespaces, overdue ticks.
+"""The rules every status surface shares: error summaries, holders, namespaces, overdue
+ticks, failure streaks.
 
 Each rule lives here once, so the CLI, the page and the health probe cannot
 drift apart again.
@@ -7,25 +8,37 @@ drift apart again.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from cronlease._lease.model import LeaseInfo
+from cronlease._lease.model import LeaseInfo, Outcome
 from cronlease._lease.store import LeaseStore
 from cronlease._safe_text import MIN_SCRUBBED_PASSWORD, redact_secrets
 from cronlease._task import Task
 from cronlease._timing.schedule import Schedule, slot_of, time_of_slot
 
 __all__ = [
+    "FAILURE_OUTCOMES",
     "MIN_SCRUBBED_PASSWORD",
+    "STREAK_NEUTRAL_OUTCOMES",
     "DeclaredTask",
     "Scrubber",
+    "failure_streak",
     "full_name",
     "holder_id",
     "in_namespace",
     "is_overdue",
+    "streak_runs",
     "summarize_error",
 ]
+
+#: the outcomes of a run that did not do its work: each one lengthens a failure streak
+FAILURE_OUTCOMES: frozenset[Outcome] = frozenset({"failed", "timed_out", "lost", "abandoned"})
+#: neither a failure nor a success, so they neither count nor end a streak: a run still
+#: going, one a shutdown interrupted (a deploy is not the task failing), a tick whose
+#: lease was won too late for the task to be called (overdue says that one)
+STREAK_NEUTRAL_OUTCOMES: frozenset[Outcome] = frozenset({"running", "interrupted", "missed"})
 
 _TRACEBACK = re.compile(r"(?:\+ )?(?:Exception Group )?Traceback \(most recent call last\):")
 _FRAME = '  File "'
@@ -77,6 +90,31 @@ def _first_and_last(lines: list[str]) -> str:
     return f"{kept[0]} ... {kept[-1]}"
 
 
+def failure_streak(outcomes: Sequence[Outcome], *, read_all: bool = False) -> tuple[int, bool]:
+    """How many runs in a row did not succeed, newest first, and whether it may be more.
+
+    ``outcomes`` are a task's latest runs, newest first (manual runs and every
+    attempt count alike: each is a run that failed). The count stops at the first
+    ``succeeded``; :data:`STREAK_NEUTRAL_OUTCOMES` are passed over. The second value
+    is True when no success ended the count and ``read_all`` is False (fewer runs
+    were read than the task has, e.g. a read of N runs returned N): then the
+    streak is "at least" the count.
+    """
+    count = 0
+    for outcome in outcomes:
+        if outcome == "succeeded":
+            return count, False
+        if outcome in FAILURE_OUTCOMES:
+            count += 1
+    return count, count > 0 and not read_all
+
+
+def streak_runs(alert_after: Iterable[int]) -> int:
+    """Runs to read per task to judge ``alert_after`` failures in a row: the largest, and
+    one more for a run still going (a running run does not break a streak)."""
+    return max(alert_after, default=1) + 1
+
+
 def holder_id(holder: str) -> str:
     """The replica's holder id, without the per-attempt nonce the store appends."""
     return holder.rsplit("#", 1)[0]
@@ -120,7 +158,8 @@ class DeclaredTask:
     """A task whose status is asked for: declared by a scheduler, a config file or a page.
 
     ``name`` is the stored name (namespace included), ``task`` the name as
-    declared (default: ``name``); ``grace`` None means the schedule's.
+    declared (default: ``name``); ``grace`` None means the schedule's;
+    ``alert_after`` the failures in a row that make it ``failing``.
     """
 
     name: str
@@ -128,6 +167,7 @@ class DeclaredTask:
     task: str = ""
     enabled: bool = True
     grace: float | None = None
+    alert_after: int = 1
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -136,10 +176,18 @@ class DeclaredTask:
             object.__setattr__(self, "task", self.name)
         if self.grace is not None and not self.grace > 0:
             raise ValueError(f"grace must be positive, got {self.grace!r}")
+        if not _counts_from_one(self.alert_after):
+            raise ValueError(f"alert_after counts from 1, got {self.alert_after!r}")
 
     @classmethod
     def of(cls, task: Task) -> DeclaredTask:
-        return cls(name=task.full_name, schedule=task.schedule, task=task.name, grace=task.grace)
+        return cls(
+            name=task.full_name,
+            schedule=task.schedule,
+            task=task.name,
+            grace=task.grace,
+            alert_after=task.alert_after,
+        )
 
     def grace_for(self, fire_time: datetime) -> float:
         return self.grace if self.grace is not None else self.schedule.grace(fire_time)
@@ -177,3 +225,7 @@ def is_overdue(
     if cursor is not None and slot_of(expected) <= cursor:
         return False
     return (now - expected).total_seconds() > task.grace_for(expected)
+
+
+def _counts_from_one(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= 1

@@ -20,10 +20,12 @@ from cronlease._status import (
     StatusReport,
     build_report,
     by_slot,
+    failing_problem,
     format_duration,
     read_status,
     report_json,
     run_json,
+    streak_runs,
 )
 from cronlease.cli.common import (
     EXIT_FAILURE,
@@ -74,6 +76,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"(±{report.clock.error_bound:.3f} s)"
         )
     if args.check and not health.ok:
+        for task in report.tasks:
+            if task.shown_state == "failing":
+                print_error(failing_problem(task))
         for name in health.overdue:
             print_error(f"{name} is overdue: its last tick did not start within its grace")
         return EXIT_FAILURE
@@ -92,6 +97,7 @@ def _read(store: LeaseStore, config: Config | None, *, tables: bool) -> StatusRe
                 schedule=spec.schedule,
                 task=spec.name,
                 enabled=spec.enabled,
+                alert_after=spec.alert_after,
             )
             for spec in config.tasks.values()
         ]
@@ -103,7 +109,7 @@ def _read(store: LeaseStore, config: Config | None, *, tables: bool) -> StatusRe
         declared,
         namespace=namespace,
         internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
-        runs=1,
+        runs=streak_runs(task.alert_after for task in declared or ()),
         clock=True,
         abandoned=True,
     )

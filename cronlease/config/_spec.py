@@ -47,6 +47,7 @@ class TaskSpec:
     retries: int = 0
     retry_delay: float = DEFAULT_RETRY_DELAY
     recover: bool = False
+    alert_after: int = 1
     line: int | None = None
 
     @property
@@ -93,6 +94,7 @@ class TaskSpec:
             retries=self.retries,
             retry_delay=self.retry_delay,
             recover=self.recover,
+            alert_after=self.alert_after,
             timeout=self.timeout if self.command is None else None,
             args=self.args,
             kwargs=self.kwargs,

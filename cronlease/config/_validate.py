@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronlease._lease.database import DEFAULT_URL
 from cronlease._lease.model import check_task_name
-from cronlease._task import CATCH_UP_POLICIES, DEFAULT_RETRY_DELAY, MAX_RETRIES
+from cronlease._task import CATCH_UP_POLICIES, DEFAULT_RETRY_DELAY, MAX_ALERT_AFTER, MAX_RETRIES
 from cronlease._timing.schedule import Schedule, parse_duration
 from cronlease.config._calls import resolve_call, split_call
 from cronlease.config._database import DatabaseTable, beside
@@ -45,6 +45,7 @@ COMMON_KEYS = (
     "retries",
     "retry_delay",
     "recover",
+    "alert_after",
 )
 CALL_KEYS = ("call", "args", "kwargs")
 COMMAND_KEYS = ("command", "shell", "cwd", "env")
@@ -72,6 +73,18 @@ class Validator:
         close = difflib.get_close_matches(key, allowed, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(allowed)}"
         return self.error(f"unknown key{hint}", task=task, key=key)
+
+    def whole_number(self, task: str, table: dict[str, Any], key: str, low: int, high: int) -> int:
+        value = table.get(key, low)  # (the least is the default)
+        if type(value) is not int or not low <= value <= high:
+            raise self.error(f"must be a whole number from {low} to {high}", task=task, key=key)
+        return value
+
+    def boolean(self, task: str, table: dict[str, Any], key: str, default: bool) -> bool:
+        value = table.get(key, default)
+        if not isinstance(value, bool):
+            raise self.error(f"must be true or false, not {_toml_type(value)}", task=task, key=key)
+        return value
 
     def string(self, value: object, task: str | None, key: str) -> str:
         if not isinstance(value, str):
@@ -200,11 +213,7 @@ class Validator:
         if lease_ttl is not None and not 1.0 <= lease_ttl <= 86400.0:
             raise self.error("must be between 1 s and 1 day", task=name, key="lease_ttl")
         timeout = self.duration(name, table, "timeout")
-        enabled = table.get("enabled", True)
-        if not isinstance(enabled, bool):
-            raise self.error(
-                f"must be true or false, not {_toml_type(enabled)}", task=name, key="enabled"
-            )
+        enabled = self.boolean(name, table, "enabled", True)
         catchup = table.get("catchup", "latest")
         if catchup not in CATCH_UP_POLICIES:
             raise self.error(
@@ -215,17 +224,12 @@ class Validator:
         catchup_limit = table.get("catchup_limit", 10)
         if type(catchup_limit) is not int or not 1 <= catchup_limit <= 1000:
             raise self.error("must be an integer from 1 to 1000", task=name, key="catchup_limit")
-        retries = table.get("retries", 0)
-        if type(retries) is not int or not 0 <= retries <= MAX_RETRIES:
-            raise self.error(
-                f"must be a whole number from 0 to {MAX_RETRIES}", task=name, key="retries"
-            )
+        retries = self.whole_number(name, table, "retries", 0, MAX_RETRIES)
         retry_delay = self.duration(name, table, "retry_delay")
         if retry_delay is not None and retry_delay > 86400.0:
             raise self.error("must be at most 1 day", task=name, key="retry_delay")
-        recover = table.get("recover", False)
-        if not isinstance(recover, bool):
-            raise self.error("must be true or false", task=name, key="recover")
+        recover = self.boolean(name, table, "recover", False)
+        alert_after = self.whole_number(name, table, "alert_after", 1, MAX_ALERT_AFTER)
         common = {
             "name": stored,
             "schedule": schedule,
@@ -237,6 +241,7 @@ class Validator:
             "retries": retries,
             "retry_delay": DEFAULT_RETRY_DELAY if retry_delay is None else retry_delay,
             "recover": recover,
+            "alert_after": alert_after,
             "line": self.source.table_start(name) or self.source.dotted_line(name, None),
         }
         if "call" in table:
@@ -324,11 +329,7 @@ class Validator:
 
     def command_spec(self, table: dict[str, Any], common: dict[str, Any]) -> TaskSpec:
         name = common["name"]
-        shell = table.get("shell", False)
-        if not isinstance(shell, bool):
-            raise self.error(
-                f"must be true or false, not {_toml_type(shell)}", task=name, key="shell"
-            )
+        shell = self.boolean(name, table, "shell", False)
         raw = table["command"]
         command: str | tuple[str, ...]
         if isinstance(raw, str):

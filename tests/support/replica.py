@@ -8,6 +8,7 @@ takes N seconds. With ``CRONLEASE_TEST_GO=1`` the script prints ``ready`` and
 waits for a ``go`` line before it starts the scheduler, so a test can start
 it on cue without waiting for the interpreter. ``CRONLEASE_TEST_LEDGER`` puts
 the ledger in another database than the leases (a test that deletes the lease file).
+``CRONLEASE_TEST_JSON_LOG=1`` logs with the README's JSON recipe (tests/support/json_log.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import threading
 
 from cronlease import RunContext, Scheduler
 from tests.support import ledger
+from tests.support.json_log import JsonFormatter
 
 
 def main() -> None:
@@ -28,9 +30,14 @@ def main() -> None:
     block = os.environ.get("CRONLEASE_TEST_BLOCK") == "1"
     ledger_url = os.environ.get("CRONLEASE_TEST_LEDGER", url)
     run_seconds = float(os.environ.get("CRONLEASE_TEST_RUN_SECONDS", "0"))
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
-    )
+    if os.environ.get("CRONLEASE_TEST_JSON_LOG") == "1":
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        logging.basicConfig(level=logging.INFO, handlers=[handler])
+    else:
+        logging.basicConfig(
+            level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
+        )
     scheduler = Scheduler(url)
 
     @scheduler.task(every=every, name=name, catchup=catchup)

@@ -42,3 +42,33 @@ def test_a_streak_of_one_ends_without_a_second_line(caplog: pytest.LogCaptureFix
         "u: refused",
     ]
     assert streaks.open == 1
+
+
+def test_a_counted_streak_logs_one_line_at_its_level_when_it_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="test-streaks")
+    now = [0.0]
+    streaks = LogStreaks(
+        logging.getLogger("test-streaks"),
+        level=logging.INFO,
+        summary_every=60,
+        clock=lambda: now[0],
+    )
+    for _ in range(3):  # an 8 s task every 3 s: two ticks skipped, one run, again and again
+        streaks.counted("t", "overlap", "still running")
+        streaks.counted("t", "overlap", "still running")
+        streaks.ended("t", "overlap")
+        now[0] += 9
+    lines = [(record.levelno, record.getMessage()) for record in caplog.records]
+    assert lines == [(logging.INFO, "t: skipped 2 of the last 3 ticks: still running")] * 3
+    streaks.counted("t", "capacity", "every worker of this replica was busy")
+    streaks.ended("t", "capacity")  # a streak of one is still said: nothing said it before
+    assert caplog.records[-1].getMessage() == (
+        "t: skipped 1 of the last 2 ticks: every worker of this replica was busy"
+    )
+    for _ in range(8):  # one that lasts: a line every summary period while it does
+        streaks.counted("u", "overlap", "still running")
+        now[0] += 10
+    assert caplog.records[-1].getMessage().startswith("u: 7 more tick(s) still running (overlap)")
+    assert len(caplog.records) == 5

@@ -1,0 +1,82 @@
+"""A task failing run after run is reported failing by health() and the metrics, on every
+backend: the streak is read from the run history with the one recent-runs statement."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+from sqlalchemy import event as sa_event
+
+from cronlease import Scheduler
+from cronlease.prometheus import instrument
+
+
+def test_health_reports_a_task_failing_alert_after_runs_in_a_row(
+    db_url: str, task_name: str
+) -> None:
+    scheduler = Scheduler(db_url)
+    outcomes = iter(["fail", "fail", "fail", "ok"])
+
+    def flaky() -> None:
+        if next(outcomes) == "fail":
+            raise RuntimeError("disk full")
+
+    scheduler.add_task(flaky, every="1h", name=task_name, alert_after=3)
+    scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-fine")
+    try:
+        assert scheduler.run_now(task_name) == "failed"
+        assert scheduler.run_now(task_name) == "failed"
+        health = scheduler.health()
+        assert health.ok and health.failing == (), health.problems  # 2 of 3: not yet
+        assert scheduler.run_now(task_name) == "failed"
+        statements: list[str] = []
+        sa_event.listen(
+            scheduler.store.engine, "before_cursor_execute", lambda *a: statements.append(a[2])
+        )
+        health = scheduler.health()
+        assert not health.ok and health.failing == (task_name,)
+        assert health.problems == (
+            f"{task_name} is failing (3 runs in a row, last: RuntimeError: disk full)",
+        )
+        # the runs of every task in one statement (the lease rows and the clock are the others)
+        assert sum("cronlease_runs" in text for text in statements) == 1, statements
+        assert scheduler.run_now(task_name) == "succeeded"
+        assert scheduler.health().ok
+    finally:
+        scheduler.runner.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_the_metrics_export_failing_and_the_streak_and_the_staging_tallies(
+    db_url: str, task_name: str
+) -> None:
+    scheduler = Scheduler(db_url)
+
+    def broken() -> None:
+        raise RuntimeError("boom")
+
+    scheduler.add_task(broken, every="1h", name=task_name, alert_after=2)
+    registry = CollectorRegistry()
+    metrics = instrument(scheduler, registry, abandoned_refresh=0)
+    try:
+        assert scheduler.run_now(task_name) == "failed"
+
+        def sample(name: str) -> float | None:
+            return registry.get_sample_value(name, {"task": task_name})
+
+        assert (sample("cronlease_task_failing"), sample("cronlease_consecutive_failures")) == (
+            0,
+            1,
+        )
+        assert scheduler.run_now(task_name) == "failed"
+        assert (sample("cronlease_task_failing"), sample("cronlease_consecutive_failures")) == (
+            1,
+            2,
+        )
+        for name in ("ticks_left_to_peers", "ticks_delayed", "ticks_checked_taken"):
+            assert registry.get_sample_value(f"cronlease_{name}_total") == 0
+        scheduler.stats.add("ticks_left_to_peers", 5)
+        assert registry.get_sample_value("cronlease_ticks_left_to_peers_total") == 5
+    finally:
+        metrics.close()
+        scheduler.runner.close()
