@@ -1,7 +1,7 @@
 """``cronlease status`` and ``cronlease history``: the status model, as tables or JSON.
 
 Both only read: on a database without the cronlease tables they say so and
-show the declared tasks without rows, creating nothing (docs/design.md §5.27).
+show the declared tasks without rows, creating nothing (docs/design.md §5.29).
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ are durations in both.
 
 The narrow view fits :data:`NARROW_WIDTH` columns: when the cells are wider,
 the task, schedule and holder columns give way, each cut cell ending in an
-ellipsis (the wide view and ``--json`` have them whole). The state column
-says what to look at first: ``failing``, ``overdue``, ``paused``,
-``running`` or ``idle``.
+ellipsis (the wide view and ``--json`` have them whole). The state column is
+the model's ``shown_state``, what to look at first: ``paused``, ``failing``
+(its last ``alert_after`` runs failed), ``overdue``, ``running`` or ``idle``;
+the wide view adds the failure streak (``FAILURES``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ __all__ = [
     "ORPHANS_SHOWN",
     "orphans_summary",
     "orphans_table",
-    "shown_state",
     "status_table",
 ]
 
@@ -83,17 +83,11 @@ _WIDE = [
     "FENCE",
     "LAST SLOT",
     "LAST RUN",
+    "FAILURES",
     "ABANDONED",
     "LEASE UNTIL",
     "NEXT",
 ]
-
-
-def shown_state(task: TaskStatus) -> str:
-    """What to look at first; ``running`` and ``paused`` say what the fleet does."""
-    if task.state != "idle":
-        return task.state
-    return "overdue" if task.overdue else "idle"
 
 
 def _narrow_row(task: TaskStatus, report: StatusReport) -> list[str]:
@@ -113,7 +107,7 @@ def _narrow_row(task: TaskStatus, report: StatusReport) -> list[str]:
     return [
         task.task,
         _compact_schedule(task.schedule),
-        shown_state(task),
+        task.shown_state,
         last_text,
         next_text,
         task.holder or "-",
@@ -136,11 +130,12 @@ def _wide_row(task: TaskStatus) -> list[str]:
     return [
         task.task,
         schedule,
-        shown_state(task),
+        task.shown_state,
         task.holder or "-",
         str(task.fence or "-"),
         short_time(task.last_slot_time),
         last_text,
+        _failures(task),
         _count(task.abandoned),
         _lease_until(task),
         short_time(task.next_fire),
@@ -165,6 +160,14 @@ def _lease_until(task: TaskStatus) -> str:
     if task.lease_expires_in is not None and task.lease_expires_in <= 0:
         return "free"
     return short_time(expires)
+
+
+def _failures(task: TaskStatus) -> str:
+    """The failure streak: ``3`` runs in a row (``20+``: at least, more were not read)."""
+    count = task.consecutive_failures
+    if not count:
+        return "-"
+    return f"{count}+" if task.streak_capped else str(count)
 
 
 def _count(count: int | None) -> str:

@@ -51,12 +51,18 @@ def test_status_fits_100_columns_flags_overdue_and_has_a_wide_view(tmp_path: Pat
         [tasks.report]
         command = "true"
         every = "1h"
+
+        [tasks.flaky]
+        command = "true"
+        every = "1h"
         """,
     )
     store = LeaseStore.from_url(url)
     store.create_tables()
     record_attempts(store, "report", past_slot(180), ["succeeded"])
     record_attempts(store, "beat", past_slot(60), ["succeeded"])  # every 1s: overdue now
+    record_attempts(store, "flaky", past_slot(120), ["failed"])
+    record_attempts(store, "flaky", past_slot(60), ["timed_out"])  # 2 in a row
     store.dispose()
 
     narrow = cli("status", cwd=tmp_path)
@@ -66,6 +72,7 @@ def test_status_fits_100_columns_flags_overdue_and_has_a_wide_view(tmp_path: Pat
     assert lines[0].split() == ["TASK", "SCHEDULE", "STATE", "LAST", "RUN", "NEXT", "HOLDER"]
     rows = {line.split()[0]: line for line in lines[1:] if line.strip()}
     assert re.search(r"\boverdue\b", rows["beat"]), narrow.stdout
+    assert re.search(r"\bfailing\s+timed_out (now|\d+s ago)", rows["flaky"]), narrow.stdout
     assert re.search(r"succeeded\s+(now|\d+s ago)\s+in \d+[smh]", rows["report"]), narrow.stdout
     (cut,) = [name for name in rows if name.startswith("nightly")]
     assert cut.endswith("\u2026") and LONG.startswith(cut[:-1])  # cut, with an ellipsis
@@ -74,8 +81,10 @@ def test_status_fits_100_columns_flags_overdue_and_has_a_wide_view(tmp_path: Pat
     wide = cli("status", "-o", "wide", cwd=tmp_path)
     assert wide.returncode == 0, wide.stderr
     header = wide.stdout.splitlines()[0]
-    for column in ("HOLDER", "FENCE", "LAST SLOT", "ABANDONED", "LEASE UNTIL", "NEXT"):
+    for column in ("HOLDER", "FENCE", "LAST SLOT", "FAILURES", "ABANDONED", "LEASE UNTIL"):
         assert column in header
+    (flaky,) = [line for line in wide.stdout.splitlines() if line.startswith("flaky ")]
+    assert flaky[header.index("FAILURES") :].split()[0] in ("2", "2+")  # 2+: at least
     assert LONG in wide.stdout and "ago" not in wide.stdout
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z", wide.stdout)
 
