@@ -20,6 +20,8 @@ from tests.conftest import url_for
 from tests.processes.test_cli import cli, write_config
 from tests.support.procs import wait_for
 
+pytestmark = pytest.mark.slow
+
 FAILING = "sh -c 'echo oops >&2; exit 3'"
 
 

@@ -5,6 +5,7 @@ APScheduler INFO line at the default level."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from datetime import datetime
 from typing import Any
@@ -13,9 +14,15 @@ import pytest
 
 from cronlease._timing.schedule import time_of_slot
 from tests.support import ledger
-from tests.support.procs import Proc, wait_for
+from tests.support.json_log import JsonFormatter
+from tests.support.procs import ROOT, Proc, wait_for
 
 
+def test_the_replicas_log_with_the_readme_recipe_word_for_word() -> None:
+    assert inspect.getsource(JsonFormatter) in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_two_replicas_logs_tell_who_ran_which_tick(db_url: str, task_name: str) -> None:
     ledger.setup(db_url)
