@@ -22,9 +22,10 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from cronlease._lease.database import DEFAULT_URL, create_store_engine, normalize_url, redact
+from cronlease._lease.migration import upgrade_needed
 from cronlease._lease.names import normal_form
 from cronlease._lease.recovery import describe_error
-from cronlease._lease.schema import leases
+from cronlease._lease.schema import leases, runs
 from cronlease._lease.settings import READER_POOL
 from cronlease._lease.store import LeaseStore
 from cronlease._scheduler import Scheduler
@@ -119,25 +120,46 @@ def open_store(url: str, config: Config | None) -> Iterator[LeaseStore]:
 def tables_exist(store: LeaseStore, url: str) -> bool:
     """Whether the cronlease tables are there, asked without creating anything (a missing
     SQLite file is not opened: opening creates it). Failure if the database cannot be
-    reached."""
+    reached, or holds tables of an earlier version (a read of them would fail; the
+    upgrade is a write: a replica's or ``init-db``'s)."""
+    found = _tables(store, url)
+    if found == "earlier":
+        raise Failure(
+            f"the cronlease tables in {redact(url)} are of an earlier version: a replica of "
+            "this version, or cronlease init-db, upgrades them"
+        )
+    return found == "current"
+
+
+def require_tables(store: LeaseStore, url: str) -> None:
+    """For commands that write: create missing tables, upgrade earlier ones, after checking
+    the database is reachable (so an outage reads as one, not as a failed CREATE TABLE)."""
+    _tables(store, url)
+    store.create_tables()
+
+
+def _tables(store: LeaseStore, url: str) -> str:
+    """``none``, ``earlier`` (before attempts: docs/design.md §3.9) or ``current``."""
     if missing_sqlite_file(url):
-        return False
+        return "none"
     try:
-        with store.engine.connect() as conn:
-            return sa_inspect(conn).has_table(leases.name)
+        conn = store.engine.connect()
     except SQLAlchemyError as exc:
         raise Failure(f"database unreachable: {redact(url)}: {describe_error(exc)}") from None
+    try:
+        with conn:
+            inspector = sa_inspect(conn)
+            if not inspector.has_table(leases.name) or not inspector.has_table(runs.name):
+                return "none"
+            return "earlier" if upgrade_needed(conn) else "current"
+    except SQLAlchemyError as exc:
+        raise Failure(
+            f"reading the tables of {redact(url)} failed: {describe_error(exc)}"
+        ) from None
 
 
 def no_tables(url: str) -> str:
     return f"no cronlease tables yet in {redact(url)}: a replica or init-db creates them"
-
-
-def require_tables(store: LeaseStore, url: str) -> None:
-    """For commands that write: create missing tables, after checking the database is
-    reachable (so an outage reads as one, not as a failed CREATE TABLE)."""
-    tables_exist(store, url)
-    store.create_tables()
 
 
 def known_task(

@@ -12,6 +12,7 @@ import re
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import create_engine, inspect
 
@@ -21,6 +22,7 @@ from tests.conftest import url_for
 from tests.processes.test_cli import CLI, _env, cli, write_config
 from tests.support.attempts import past_slot, record_attempts
 from tests.support.leases import won
+from tests.support.old_schema import make_old_tables, old_history
 
 LONG = "nightly-warehouse-export-to-the-archive-bucket"
 
@@ -29,6 +31,14 @@ def tables_in(url: str) -> list[str]:
     engine = create_engine(url)
     try:
         return inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+
+
+def inspect_columns(url: str, table: str) -> list[dict[str, Any]]:
+    engine = create_engine(url)
+    try:
+        return [dict(column) for column in inspect(engine).get_columns(table)]
     finally:
         engine.dispose()
 
@@ -142,6 +152,14 @@ def test_read_commands_on_an_empty_database_create_nothing(tmp_path: Path) -> No
     unknown = cli("history", "nosuch", cwd=tmp_path)
     assert unknown.returncode == 2 and "no task 'nosuch'" in unknown.stderr
     assert tables_in(url) == []
+
+    # tables of an earlier version: said so, and not upgraded by a read (a write's job)
+    engine = create_engine(url)
+    make_old_tables(engine, old_history("job", [past_slot(60)]))
+    engine.dispose()
+    earlier = cli("status", cwd=tmp_path)
+    assert earlier.returncode == 1 and "of an earlier version" in earlier.stderr
+    assert "attempt" not in [column["name"] for column in inspect_columns(url, "cronlease_runs")]
 
 
 def test_an_unreachable_database_is_named_so_and_exits_1(tmp_path: Path) -> None:
