@@ -49,7 +49,7 @@ from sqlalchemy.sql.elements import ColumnClause
 
 from cronlease._lease.schema import runs
 
-__all__ = ["Pruning"]
+__all__ = ["Pruning", "begin_batch", "bounded"]
 
 _MYSQL = ("mysql", "mariadb")
 _limit = bindparam("b_limit", type_=Integer)
@@ -77,8 +77,8 @@ class Pruning:
             ),
             finished,
         )
-        self._old = self._bounded(old)
-        self._beyond = self._bounded(beyond)
+        self._old = bounded(dialect, old)
+        self._beyond = bounded(dialect, beyond)
         # the keep-th newest run (offset keep - 1), found on the (name, started_at) index
         self._cutoff = (
             select(runs.c.started_at, runs.c.slot)
@@ -88,37 +88,19 @@ class Pruning:
             .offset(bindparam("b_offset", type_=Integer))
         )
 
-    def _bounded(self, where: ColumnElement[bool]) -> Delete:
-        if self.dialect in _MYSQL:
-            return delete(runs).where(where).ext(mysql_limit(_limit))
-        if self.dialect == "postgresql":
-            # ctid = ANY(ARRAY(...)): a TID scan; "IN (subquery)" would hash-join the table
-            ctid: ColumnClause[Any] = literal_column("ctid")
-            batch = select(ctid).select_from(runs).where(where).limit(_limit)
-            return delete(runs).where(ctid == any_(func.array(batch.scalar_subquery())))
-        # SQLite: rows found by their rowid, not by a second index lookup of their key
-        rowid: ColumnClause[Any] = literal_column("rowid")
-        return delete(runs).where(rowid.in_(select(rowid).where(where).limit(_limit)))
-
-    def _begin(self, conn: Connection) -> None:
-        if self.dialect in _MYSQL:
-            from cronlease._lease.dialects.mysql import READ_COMMITTED
-
-            conn.exec_driver_sql(READ_COMMITTED)
-
     def old(self, conn: Connection, names: Sequence[str], max_age: float, limit: int) -> int:
         """Delete at most ``limit`` finished runs of ``names`` older than ``max_age`` s."""
         if not names:
             return 0
         with conn.begin():
-            self._begin(conn)
+            begin_batch(conn, self.dialect)
             params = {"b_names": list(names), "b_max_age": max_age, "b_limit": limit}
             return int(conn.execute(self._old, params).rowcount)
 
     def beyond(self, conn: Connection, name: str, keep: int, limit: int) -> int:
         """Delete at most ``limit`` finished runs of ``name`` older than its ``keep`` newest."""
         with conn.begin():
-            self._begin(conn)
+            begin_batch(conn, self.dialect)
             cutoff = conn.execute(self._cutoff, {"b_name": name, "b_offset": keep - 1}).first()
             if cutoff is None:
                 return 0  # no more than ``keep`` runs
@@ -129,3 +111,25 @@ class Pruning:
                 "b_limit": limit,
             }
             return int(conn.execute(self._beyond, params).rowcount)
+
+
+def bounded(dialect: str, where: ColumnElement[bool]) -> Delete:
+    """``DELETE FROM runs WHERE where``, at most ``b_limit`` rows, as ``dialect`` can."""
+    if dialect in _MYSQL:
+        return delete(runs).where(where).ext(mysql_limit(_limit))
+    if dialect == "postgresql":
+        # ctid = ANY(ARRAY(...)): a TID scan; "IN (subquery)" would hash-join the table
+        ctid: ColumnClause[Any] = literal_column("ctid")
+        batch = select(ctid).select_from(runs).where(where).limit(_limit)
+        return delete(runs).where(ctid == any_(func.array(batch.scalar_subquery())))
+    # SQLite: rows found by their rowid, not by a second index lookup of their key
+    rowid: ColumnClause[Any] = literal_column("rowid")
+    return delete(runs).where(rowid.in_(select(rowid).where(where).limit(_limit)))
+
+
+def begin_batch(conn: Connection, dialect: str) -> None:
+    """Start a batch's transaction (MySQL/MariaDB: READ COMMITTED, no gap locks)."""
+    if dialect in _MYSQL:
+        from cronlease._lease.dialects.mysql import READ_COMMITTED
+
+        conn.exec_driver_sql(READ_COMMITTED)

@@ -43,6 +43,7 @@ from cronlease._lease.database import create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.attempts import AttemptStatements
 from cronlease._lease.dialects.base import check_batch
+from cronlease._lease.forgetting import Forgetting
 from cronlease._lease.lost_writes import LostWrites
 from cronlease._lease.membership import FleetStatements, FleetStore
 from cronlease._lease.model import (
@@ -81,16 +82,14 @@ class LeaseStore:
         remember_password(engine.url.password)
         self.statements: Statements = statements_for(engine)
         self._file = sqlite_file.guard_of(engine)  # None unless a SQLite file
-        self._pruning = Pruning(engine.dialect.name, self.statements.now)
-        self.lost_writes = LostWrites(
-            lambda: self.statements, lambda what, op: self._call(what, op)
-        )
-        self._attempts = attempts.Attempts(
-            AttemptStatements(self.statements.now), self._call, self.lost_writes
-        )
+        now = self.statements.now
+        self._pruning = Pruning(engine.dialect.name, now)
+        self._forgetting = Forgetting(engine.dialect.name, now)
+        self.lost_writes = LostWrites(lambda: self.statements, lambda w, op: self._call(w, op))
+        self._attempts = attempts.Attempts(AttemptStatements(now), self._call, self.lost_writes)
         self._beat = side_engines.RenewalEngine(engine)
         #: fleet membership and the read-only slot check (docs/design.md §4.4)
-        fleet = FleetStatements(engine.dialect, self.statements.now)
+        fleet = FleetStatements(engine.dialect, now)
         self.fleet = FleetStore(fleet, self._call, self._file)
         # set after an outage: what this store saw is read back before the next operation
         self._recheck = False
@@ -282,8 +281,7 @@ class LeaseStore:
         return self._attempts.abandon_expired(limit)
 
     def abandoned_counts(self, names: Sequence[str] | None = None) -> dict[str, int]:
-        """How many runs are recorded ``abandoned``, per task (of ``names``, or all);
-        tasks without any are absent."""
+        """How many runs are recorded ``abandoned``, per task of ``names`` (or all) with any."""
         return self._attempts.abandoned_counts(names)
 
     def finish(
@@ -396,3 +394,7 @@ class LeaseStore:
             f"pruning the run history of {name!r}",
             lambda conn: self._pruning.beyond(conn, name, keep, limit),
         )
+
+    def forget(self, names: Sequence[str]) -> list[str]:
+        """Delete the rows of ``names`` no run holds, and their history (forgetting.py)."""
+        return self._forgetting.forget(self._call, self.leases, names)

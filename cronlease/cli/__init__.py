@@ -7,20 +7,28 @@
 - ``output``: error lines, JSON and tables (values read as :mod:`cronlease._status` says);
 - ``run``: ``run``;
 - ``check``: ``check`` (the check model and its two outputs);
-- ``inspect``: ``status`` and ``history``;
-- ``manage``: ``pause``, ``resume``, ``trigger``, ``init-db``, ``web``, ``import-crontab``.
+- ``inspect``: ``status`` and ``history``; ``table``: the ``status`` table (narrow, wide);
+- ``manage``: ``pause``, ``resume``, ``trigger``, ``init-db``, ``web``, ``import-crontab``;
+- ``forget``: ``forget`` (an orphaned lease row and its history).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 
 from cronlease.cli.check import cmd_check as cmd_check
 from cronlease.cli.common import DISABLED_ENV as DISABLED_ENV
-from cronlease.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from cronlease.cli.common import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PIPE,
+    EXIT_USAGE,
+)
 from cronlease.cli.common import Failure as Failure
 from cronlease.cli.common import UsageError as UsageError
 from cronlease.cli.common import logger as logger
@@ -38,7 +46,7 @@ from cronlease.cli.parser import build_parser as build_parser
 from cronlease.cli.run import cmd_run as cmd_run
 from cronlease.errors import ConfigError, StoreError
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_PIPE", "EXIT_USAGE", "main"]
 
 
 # --- entry point -------------------------------------------------------------
@@ -51,19 +59,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help, --version or a usage error
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if not hasattr(args, "handler"):  # bare ``cronlease``: what there is to do
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
     _configure_logging(args.log_level)
     handler: Callable[[argparse.Namespace], int] = args.handler
-    with safe_output():  # foreign text printed escaped, passwords hidden
-        try:
-            return handler(args)
-        except (ConfigError, UsageError) as exc:
-            print_error(str(exc))
-            return EXIT_USAGE
-        except (StoreError, Failure) as exc:
-            print_error(str(exc))
-            return EXIT_FAILURE
-        except KeyboardInterrupt:
-            return 130
+    try:
+        with safe_output():  # foreign text printed escaped, passwords hidden
+            try:
+                code = handler(args)
+            except (ConfigError, UsageError) as exc:
+                print_error(str(exc))
+                code = EXIT_USAGE
+            except (StoreError, Failure) as exc:
+                print_error(str(exc))
+                code = EXIT_FAILURE
+            except KeyboardInterrupt:
+                code = EXIT_INTERRUPTED
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``cronlease status --json | head -1``): stop quietly,
+    as a command killed by SIGPIPE would (exit 141), without a traceback. Writes still
+    buffered go to /dev/null, so the flush at exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_PIPE
 
 
 def _configure_logging(level: str) -> None:

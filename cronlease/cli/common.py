@@ -2,6 +2,10 @@
 
 The commands raise :class:`UsageError` (exit status 2) or :class:`Failure`
 (exit status 1); ``main`` turns them into an error line on stderr.
+
+Read commands (``status``, ``history``, ``web``) never create tables: they ask
+:func:`tables_exist` first, which also turns a database that cannot be reached
+into one ``database unreachable: ...`` line, before any statement is sent.
 """
 
 from __future__ import annotations
@@ -14,8 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cronlease._lease.database import DEFAULT_URL, create_store_engine, normalize_url
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.exc import SQLAlchemyError
+
+from cronlease._lease.database import DEFAULT_URL, create_store_engine, normalize_url, redact
+from cronlease._lease.migration import upgrade_needed
 from cronlease._lease.names import normal_form
+from cronlease._lease.recovery import describe_error
+from cronlease._lease.schema import leases, runs
 from cronlease._lease.settings import READER_POOL
 from cronlease._lease.store import LeaseStore
 from cronlease._scheduler import Scheduler
@@ -24,6 +34,9 @@ from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG, Config, TaskSpec, loa
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+#: 128 + SIGPIPE, what a shell reports for a command whose reader went away
+EXIT_PIPE = 141
+EXIT_INTERRUPTED = 130
 DISABLED_ENV = "CRONLEASE_DISABLED"
 
 logger = logging.getLogger("cronlease")
@@ -102,6 +115,70 @@ def open_store(url: str, config: Config | None) -> Iterator[LeaseStore]:
         yield store
     finally:
         store.dispose()
+
+
+def tables_exist(store: LeaseStore, url: str) -> bool:
+    """Whether the cronlease tables are there, asked without creating anything (a missing
+    SQLite file is not opened: opening creates it). Failure if the database cannot be
+    reached, or holds tables of an earlier version (a read of them would fail; the
+    upgrade is a write: a replica's or ``init-db``'s)."""
+    found = _tables(store, url)
+    if found == "earlier":
+        raise Failure(
+            f"the cronlease tables in {redact(url)} are of an earlier version: a replica of "
+            "this version, or cronlease init-db, upgrades them"
+        )
+    return found == "current"
+
+
+def require_tables(store: LeaseStore, url: str) -> None:
+    """For commands that write: create missing tables, upgrade earlier ones, after checking
+    the database is reachable (so an outage reads as one, not as a failed CREATE TABLE)."""
+    _tables(store, url)
+    store.create_tables()
+
+
+def _tables(store: LeaseStore, url: str) -> str:
+    """``none``, ``earlier`` (before attempts: docs/design.md §3.9) or ``current``."""
+    if missing_sqlite_file(url):
+        return "none"
+    try:
+        conn = store.engine.connect()
+    except SQLAlchemyError as exc:
+        raise Failure(f"database unreachable: {redact(url)}: {describe_error(exc)}") from None
+    try:
+        with conn:
+            inspector = sa_inspect(conn)
+            if not inspector.has_table(leases.name) or not inspector.has_table(runs.name):
+                return "none"
+            return "earlier" if upgrade_needed(conn) else "current"
+    except SQLAlchemyError as exc:
+        raise Failure(
+            f"reading the tables of {redact(url)} failed: {describe_error(exc)}"
+        ) from None
+
+
+def no_tables(url: str) -> str:
+    return f"no cronlease tables yet in {redact(url)}: a replica or init-db creates them"
+
+
+def known_task(
+    task: str, store: LeaseStore, config: Config | None, *, tables: bool = True
+) -> tuple[str, bool]:
+    """TASK's stored name and whether the config declares it; UsageError (exit 2)
+    unless the config declares it or a lease row of it exists."""
+    name = stored_name(config, task)
+    if config is not None and normal_form(task) in config.tasks:
+        return name, True
+    if tables and store.leases([name]):
+        return name, False
+    if config is not None:
+        task_spec(config, task)  # raises with the list of declared tasks
+    where = "in the database" if tables else f"anywhere: {no_tables(store.url)}"
+    raise UsageError(
+        f"no task {name!r} {where}; for a task that never ran, give the config file "
+        "that declares it (-c FILE)"
+    )
 
 
 def stored_name(config: Config | None, task: str) -> str:

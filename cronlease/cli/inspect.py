@@ -1,11 +1,14 @@
-"""``cronlease status`` and ``cronlease history``: the status model, as tables or JSON."""
+"""``cronlease status`` and ``cronlease history``: the status model, as tables or JSON.
+
+Both only read: on a database without the cronlease tables they say so and
+show the declared tasks without rows, creating nothing (docs/design.md §5.29).
+"""
 
 from __future__ import annotations
 
 import argparse
 from datetime import datetime, timezone
 
-from cronlease._lease.model import RunRecord
 from cronlease._lease.store import LeaseStore
 from cronlease._run.housekeeping import HOUSEKEEPING_TASK
 from cronlease._run.watcher import STUCK_WATCHER_TASK
@@ -15,12 +18,10 @@ from cronlease._status import (
     Scrubber,
     Snapshot,
     StatusReport,
-    TaskStatus,
     build_report,
     by_slot,
     failing_problem,
     format_duration,
-    lease_text,
     read_status,
     report_json,
     run_json,
@@ -32,11 +33,13 @@ from cronlease.cli.common import (
     Failure,
     config_from_args,
     database_url,
-    missing_sqlite_file,
+    known_task,
+    no_tables,
     open_store,
-    stored_name,
+    tables_exist,
 )
 from cronlease.cli.output import print_error, print_json, print_table, short_time
+from cronlease.cli.table import orphans_summary, orphans_table, status_table
 from cronlease.config import Config
 
 # --- status ---------------------------------------------------------------------
@@ -46,49 +49,27 @@ def cmd_status(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config)
     with open_store(url, config) as store:
-        report = _read(store, config, missing=missing_sqlite_file(url))
+        tables = tables_exist(store, url)
+        report = _read(store, config, tables=tables)
     health = report.health()
     if args.json:
-        print_json({**report_json(report), "config": str(config.path) if config else None})
+        where = {"config": str(config.path) if config else None, "tables": tables}
+        print_json({**report_json(report), **where})
         return EXIT_FAILURE if args.check and not health.ok else EXIT_OK
-    print_table(
-        [
-            "TASK",
-            "SCHEDULE",
-            "STATE",
-            "HOLDER",
-            "FENCE",
-            "LAST SLOT",
-            "LAST RUN",
-            "ABANDONED",
-            "LEASE",
-            "NEXT",
-        ],
-        [_status_row(task) for task in report.tasks],
-    )
-    if not report.tasks:
+    if not tables:
+        print(no_tables(url))
+    if args.orphaned:
+        if report.orphaned:
+            orphans_table(report.orphaned)
+        else:
+            print("(no orphaned lease rows)")
+        return EXIT_OK
+    status_table(report, wide=args.output == "wide")
+    if not report.tasks and tables:
         print("(no tasks)" if config else "(no lease rows in this database)")
     if report.orphaned:
         print()
-        print(
-            "Orphaned lease rows (tasks no longer declared; kept, since deleting one "
-            "resets its slot cursor):"
-        )
-        print_table(
-            ["TASK", "STATE", "HOLDER", "FENCE", "LAST SLOT", "ABANDONED", "LEASE"],
-            [
-                [
-                    row.name,
-                    row.state,
-                    row.holder or "-",
-                    str(row.fence or "-"),
-                    short_time(row.last_slot_time),
-                    _count(row.abandoned),
-                    lease_text(row.lease_expires_in),
-                ]
-                for row in report.orphaned
-            ],
-        )
+        print(orphans_summary(report.orphaned))
     if report.clock is not None:
         print(
             f"\nclock: this host is {-report.clock.skew:+.3f} s off the database clock "
@@ -104,7 +85,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _read(store: LeaseStore, config: Config | None, *, missing: bool) -> StatusReport:
+def _read(store: LeaseStore, config: Config | None, *, tables: bool) -> StatusReport:
     """The report on the config's tasks (none: on every lease row), with the clock skew."""
     declared = None
     namespace = None
@@ -121,10 +102,9 @@ def _read(store: LeaseStore, config: Config | None, *, missing: bool) -> StatusR
             )
             for spec in config.tasks.values()
         ]
-    if missing:  # a read command must not create the SQLite file: nothing to read
+    if not tables:  # a read command creates nothing: the declared tasks, with no rows
         now = datetime.now(timezone.utc)
         return build_report(Snapshot(), declared, database=store.url, now=now, namespace=namespace)
-    store.create_tables()
     report = read_status(
         store,
         declared,
@@ -139,57 +119,24 @@ def _read(store: LeaseStore, config: Config | None, *, missing: bool) -> StatusR
     return report
 
 
-def _status_row(task: TaskStatus) -> list[str]:
-    last = task.last_run
-    if last is None:
-        last_text = "never"
-    elif last.duration is None:
-        last_text = last.outcome
-    else:
-        last_text = f"{last.outcome} ({format_duration(last.duration)})"
-    if last is not None and last.manual:
-        last_text += " manual"
-    schedule = task.schedule or "?"
-    if task.enabled is False:
-        schedule += " (disabled)"
-    return [
-        task.task,
-        schedule,
-        task.state + (" (overdue)" if task.overdue else ""),
-        task.holder or "-",
-        str(task.fence or "-"),
-        short_time(task.last_slot_time),
-        last_text,
-        _count(task.abandoned),
-        lease_text(task.lease_expires_in),
-        short_time(task.next_fire),
-    ]
-
-
-def _count(count: int | None) -> str:
-    return "-" if count is None else str(count)
-
-
 # --- history --------------------------------------------------------------------
 
 
 def cmd_history(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config)
-    name = stored_name(config, args.task)
     with open_store(url, config) as store:
-        if missing_sqlite_file(url):
-            records: list[RunRecord] = []
-        else:
-            store.create_tables()
-            records = store.history(name, args.limit)
+        tables = tables_exist(store, url)
+        # an unknown task exits 2, as for pause (a declared one may not have run yet)
+        name, _declared = known_task(args.task, store, config, tables=tables)
+        records = store.history(name, args.limit) if tables else []
         scrub = Scrubber.of(store)
     runs = by_slot([RunStatus.of(record, scrub) for record in records])
     if args.json:
         print_json([run_json(run) for run in runs])
         return EXIT_OK
     if not runs:
-        print(f"no runs of {name!r} recorded")
+        print(f"no runs of {name!r} recorded" + ("" if tables else f": {no_tables(url)}"))
         return EXIT_OK
     print_table(
         ["SCHEDULED FOR", "ATTEMPT", "OUTCOME", "DURATION", "FENCE", "HOLDER", "ERROR"],

@@ -30,30 +30,17 @@ from cronlease.cli.common import (
     config_from_args,
     config_scheduler,
     database_url,
+    known_task,
     open_store,
-    stored_name,
+    require_tables,
+    tables_exist,
     task_spec,
 )
-from cronlease.config import Config, local_timezone, translate_crontab
+from cronlease.config import local_timezone, translate_crontab
 from cronlease.errors import StoreError
 from cronlease.web import serve
 
 # --- pause, resume, trigger, init-db ----------------------------------------------
-
-
-def _target(args: argparse.Namespace, store: LeaseStore, config: Config | None) -> str:
-    """The stored name of TASK: declared in the config file, or a lease row that exists."""
-    name = stored_name(config, args.task)
-    if config is not None and args.task in config.tasks:
-        return name
-    if store.leases([name]):
-        return name
-    if config is not None:
-        task_spec(config, args.task)  # raises with the list of declared tasks
-    raise UsageError(
-        f"no task {name!r} in the database; to pause a task that never ran, "
-        "give the config file that declares it (-c FILE)"
-    )
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
@@ -68,8 +55,8 @@ def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config)
     with open_store(url, config) as store:
-        store.create_tables()
-        name = _target(args, store, config)
+        require_tables(store, url)
+        name, _declared = known_task(args.task, store, config)
         if paused:
             store.pause(name)
             print(f"paused {name!r} on every replica (a run in progress finishes)")
@@ -84,6 +71,8 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     assert config is not None
     spec = task_spec(config, args.task)
     url = database_url(args, config)
+    with open_store(url, config) as store:
+        tables_exist(store, url)  # an outage reads as one, before the scheduler starts
     scheduler = config_scheduler(url, config)
     # This process only runs the one manual run: it must not start catch-up runs
     # that would be cut off when it exits.
@@ -150,7 +139,7 @@ def cmd_init_db(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config, fallback=True)
     with open_store(url, config) as store:
-        store.create_tables()
+        require_tables(store, url)
     print(f"cronlease tables are ready on {redact(url)}")
     return EXIT_OK
 

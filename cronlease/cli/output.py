@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TextIO, cast
@@ -59,6 +59,49 @@ def print_json(value: object) -> None:
 def short_time(moment: datetime | None) -> str:
     """A time for a table cell: :func:`format_time` with a space for the ``T``."""
     return "-" if moment is None else format_time(moment).replace("T", " ")
+
+
+def relative(moment: datetime, now: datetime) -> str:
+    """How long ago or how soon, coarse enough to read at a glance: ``3m ago``, ``in 12s``."""
+    seconds = (moment - now).total_seconds()
+    if abs(seconds) < 1:
+        return "now"
+    span = _coarse(abs(seconds))
+    return f"in {span}" if seconds > 0 else f"{span} ago"
+
+
+def _coarse(seconds: float) -> str:
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes = whole // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h" if hours else f"{days}d"
+
+
+def fit_table(
+    headers: list[str], rows: list[list[str]], width: int, shrinkable: Mapping[str, int]
+) -> list[list[str]]:
+    """``rows`` cut to fit ``width`` columns: the widest of the ``shrinkable`` columns
+    (header -> its narrowest) gives way first; a cut cell ends in an ellipsis."""
+    rows = [[escape_controls(str(cell), keep="") for cell in row] for row in rows]
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    floors = {headers.index(name): floor for name, floor in shrinkable.items()}
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        room = [i for i, floor in floors.items() if widths[i] > max(floor, len(headers[i]))]
+        if not room:
+            break  # as narrow as it gets: longer than width, never unreadable
+        widths[max(room, key=lambda i: widths[i])] -= 1
+    return [[_cut(cell, widths[i]) for i, cell in enumerate(row)] for row in rows]
+
+
+def _cut(cell: str, width: int) -> str:
+    return cell if len(cell) <= width else cell[: width - 1] + "\u2026"
 
 
 def print_table(headers: list[str], rows: list[list[str]]) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from cronlease._version import __version__
 from cronlease.cli.check import DEFAULT_COUNT, MAX_COUNT, cmd_check
 from cronlease.cli.common import DISABLED_ENV
+from cronlease.cli.forget import cmd_forget
 from cronlease.cli.inspect import cmd_history, cmd_status
 from cronlease.cli.manage import (
     cmd_import_crontab,
@@ -22,12 +23,14 @@ from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG
 
 EPILOG = f"""\
 exit status:
-  0  success
-  1  runtime failure: the database is unreachable, a triggered run failed or was
-     refused (a run is in progress, or the task is paused)
-  2  usage or configuration error (bad arguments, invalid {DEFAULT_CONFIG}, unknown task,
-     a crontab line import-crontab cannot translate faithfully); nothing was started,
-     no database was touched, nothing was written
+  0    success
+  1    runtime failure: the database is unreachable ("database unreachable: ..."),
+       status --check found a problem, a triggered run failed or was refused
+  2    usage or configuration error (bad arguments, invalid {DEFAULT_CONFIG}, unknown
+       task, forget refused, a crontab line import-crontab cannot translate
+       faithfully); nothing was started, nothing was written
+  130  interrupted (Ctrl-C)
+  141  stdout was closed before the output ended (`... | head`); nothing more printed
 
 environment:
   {DATABASE_ENV}  overrides `database` in the config file (--database overrides both)
@@ -43,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"cronlease {__version__}")
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    # not required: bare ``cronlease`` prints the whole help (main), not one usage line
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -79,8 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=help_text,
             description=help_text,
             parents=[common, as_json] if json_output else [common],
-            epilog=EPILOG,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            epilog="exit status and environment: cronlease --help",
         )
         sub.set_defaults(handler=handler)
         return sub
@@ -122,6 +125,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 if a declared task is overdue past its grace or the database is "
         "unreachable (a health probe)",
     )
+    status.add_argument(
+        "-o",
+        "--output",
+        choices=["wide"],
+        help="wide: every column, times as ISO 8601 instants (default: fits 100 columns, "
+        "times relative: 3m ago, in 12s)",
+    )
+    status.add_argument(
+        "--orphaned",
+        action="store_true",
+        help="list every orphaned lease row (rows no declared task owns) instead of the tasks",
+    )
     history = command("history", cmd_history, "show a task's latest runs", json_output=True)
     history.add_argument("task", metavar="TASK")
     history.add_argument(
@@ -137,6 +152,19 @@ def build_parser() -> argparse.ArgumentParser:
         "run a task once now, here, through its lease (refused while a run is in progress)",
     )
     trigger.add_argument("task", metavar="TASK")
+    forget = command(
+        "forget",
+        cmd_forget,
+        "delete an orphaned task's lease row and its run history (refused while a run "
+        "holds its lease)",
+    )
+    forget.add_argument("task", metavar="TASK")
+    forget.add_argument(
+        "--force",
+        action="store_true",
+        help="forget a task the config file still declares (its next tick makes a new row, "
+        "from a fresh slot cursor)",
+    )
     command("init-db", cmd_init_db, "create the cronlease tables if they are missing")
     web = command("web", cmd_web, "serve the read-only status page (default on 127.0.0.1 only)")
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

@@ -14,6 +14,12 @@ The pool keys win over the same parameters in the URL's query (a WARNING when
 they differ; docs/design.md §8). Every problem is a one-line
 :class:`~cronlease.errors.ConfigFileError` naming the file, the line and the
 key as ``database.KEY``.
+
+A relative SQLite path in the file (or the default ``cronlease.db``) is the
+file's folder's, as ``call =`` and ``cwd =`` are: ``cronlease status -c
+examples/cronlease.toml`` reads the database ``cd examples && cronlease run``
+writes. A URL from ``CRONLEASE_DATABASE_URL`` or ``--database`` is the
+command line's, so it stays relative to the working directory.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from cronlease._lease.database import normalize_url
 from cronlease._lease.settings import (
@@ -34,7 +43,7 @@ from cronlease._lease.settings import (
 from cronlease.config._locate import SourceLines
 from cronlease.errors import ConfigError, ConfigFileError
 
-__all__ = ["DATABASE_KEYS", "DatabaseTable"]
+__all__ = ["DATABASE_KEYS", "DatabaseTable", "beside"]
 
 DATABASE_KEYS = ("url", *POOL_PARAMETERS, "connect_args")
 
@@ -110,6 +119,22 @@ class DatabaseTable:
             if env is not None:
                 raise ConfigFileError(self.path, f"{env}: {exc}") from None
             raise self.error(str(exc), key) from None
+
+
+def beside(url: str, folder: Path) -> str:
+    """``url`` with a relative SQLite file path made absolute in ``folder``; any other
+    URL as it is (in memory, a ``file:`` URI, an absolute path, another backend)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url  # check_url names the mistake
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:":
+        return url
+    if path.startswith("file:") or Path(path).is_absolute():
+        return url
+    absolute = parsed.set(database=str(folder.resolve() / path))
+    return absolute.render_as_string(hide_password=False)
 
 
 def _kind(value: object) -> str:

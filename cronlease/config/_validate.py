@@ -28,7 +28,7 @@ from cronlease._options import (
 from cronlease._task import RunContext
 from cronlease._timing.schedule import parse_duration
 from cronlease.config._calls import resolve_call, split_call
-from cronlease.config._database import DatabaseTable
+from cronlease.config._database import DatabaseTable, beside
 from cronlease.config._locate import SourceLines
 from cronlease.config._spec import Config, TaskSpec
 from cronlease.errors import ConfigError, ConfigFileError
@@ -92,6 +92,8 @@ class Validator:
             tables.check_url(in_file, key="url" if isinstance(data["database"], dict) else None)
         if source == "environment":
             tables.check_url(database, key=None, env=DATABASE_ENV)
+        else:  # the file's (or its default): relative to the file, as call= is
+            database = beside(database, self.path.parent)
         namespace = None
         if "namespace" in data:
             namespace = self.string(data["namespace"], None, "namespace")

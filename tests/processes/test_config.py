@@ -438,8 +438,9 @@ def test_database_comes_from_the_environment_first(
     with pytest.raises(ConfigFileError, match=DATABASE_ENV):
         load_config(path)
     monkeypatch.delenv(DATABASE_ENV)
-    path.write_text("")
-    assert load_config(path).database == DEFAULT_URL
+    path.write_text("")  # the default file, next to the config file as a relative path is
+    assert DEFAULT_URL == "sqlite:///cronlease.db"
+    assert load_config(path).database == f"sqlite:///{tmp_path.resolve() / 'cronlease.db'}"
 
 
 def test_calls_import_from_the_config_directory_and_can_be_skipped(tmp_path: Path) -> None:
