@@ -23,6 +23,7 @@ from cronlease._lease.model import Finish, Outcome
 from cronlease._lease.store import LeaseStore
 from cronlease._run.active import ActiveRun, ActiveRuns
 from cronlease._run.execution import Ended
+from cronlease._run.failure_lines import FailureLines, Finished
 from cronlease._run.finisher import Finisher
 from cronlease._run.run_lines import log_finished
 from cronlease._stats import Stats
@@ -44,6 +45,7 @@ class Recorder:
         self._stats = stats
         self._events = events
         self._finisher: Finisher[Ended] = Finisher(self.record)
+        self._failure_lines = FailureLines(store)
 
     # --- how a run reaches the recorder -------------------------------------
 
@@ -78,6 +80,7 @@ class Recorder:
         counted = Counter(entry.outcome for entry in batch if not entry.run.interrupted)
         for outcome, count in counted.items():
             self._stats.add(f"runs_{outcome}", count)
+        failures: dict[Ended, StoreError] = {}
         try:
             failures = self._finish([entry for entry in batch if not entry.run.interrupted])
             for entry in batch:
@@ -109,6 +112,13 @@ class Recorder:
                         attempt=lease.attempt,
                     )
                 )
+        self._failure_lines.recorded(
+            [
+                Finished(entry.run.task, entry.run.lease, entry.outcome)
+                for entry in batch
+                if not entry.run.interrupted and entry not in failures
+            ]
+        )
 
     def _finish(self, finishing: Sequence[Ended]) -> dict[Ended, StoreError]:
         """Record ``finishing`` in one statement; the entries that could not be recorded.

@@ -3,6 +3,8 @@ backend: the streak is read from the run history with the one recent-runs statem
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import event as sa_event
@@ -44,6 +46,40 @@ def test_health_reports_a_task_failing_alert_after_runs_in_a_row(
         assert scheduler.health().ok
     finally:
         scheduler.runner.close()
+
+
+def test_a_failing_streak_is_one_warning_when_it_starts_and_one_info_when_it_ends(
+    db_url: str, task_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="cronlease")
+    scheduler = Scheduler(db_url)
+    plan = iter(["fail"] * 4 + ["ok", "ok"] + ["fail"] * 2)
+
+    def flaky() -> None:
+        if next(plan) == "fail":
+            raise RuntimeError("disk full")
+
+    scheduler.add_task(flaky, every="1h", name=task_name, alert_after=2)
+    try:
+        outcomes = [scheduler.run_now(task_name) for _ in range(8)]
+        assert outcomes == ["failed"] * 4 + ["succeeded"] * 2 + ["failed"] * 2
+    finally:
+        scheduler.runner.close()
+    said = [
+        (record.levelname, record.getMessage())
+        for record in caplog.records
+        if task_name in record.getMessage()
+        and ("failing" in record.getMessage() or "recovered" in record.getMessage())
+    ]
+    failing = (
+        f"{task_name} is failing: 2 runs in a row did not succeed (alert_after=2); "
+        "last: RuntimeError: disk full"
+    )
+    assert said == [
+        ("WARNING", failing),  # at the second failure, not at the third or the fourth
+        ("INFO", f"{task_name} recovered: succeeded after 4 runs in a row that did not"),
+        ("WARNING", failing),  # a new streak; the second success said nothing
+    ]
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
