@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import re
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,7 +23,10 @@ __all__ = ["CONTEXT_NAME", "call_shape"]
 
 #: the parameter name that asks for the context without an annotation
 CONTEXT_NAME = "ctx"
-_CONTEXT_ANNOTATIONS = ("RunContext", "cronlease.RunContext", "cronlease._task.RunContext")
+#: a string annotation naming the context: ``RunContext``, ``cl.RunContext``,
+#: ``RunContext | None``, ``Optional[RunContext]`` (a word, not a parse: the name
+#: is cronlease's, and a false match only passes the context to a parameter so named)
+_CONTEXT_ANNOTATION = re.compile(r"(?<![\w.])(?:\w+\.)*RunContext\b")
 _NAMED_KINDS = (
     inspect.Parameter.POSITIONAL_ONLY,
     inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -97,10 +102,11 @@ def _check_keywords(
 
 def _asks(parameter: inspect.Parameter, context_type: type) -> bool:
     annotation = parameter.annotation
-    if annotation is context_type:
-        return True
-    if isinstance(annotation, str) and annotation.strip() in _CONTEXT_ANNOTATIONS:
-        return True
+    if isinstance(annotation, str):
+        if _CONTEXT_ANNOTATION.search(annotation):
+            return True
+    elif annotation is context_type or context_type in typing.get_args(annotation):
+        return True  # RunContext, or RunContext | None, Optional[RunContext]
     return parameter.name == CONTEXT_NAME
 
 

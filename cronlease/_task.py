@@ -211,7 +211,11 @@ class Task:
             self,
             "is_async",
             inspect.iscoroutinefunction(self.func)
-            or inspect.iscoroutinefunction(getattr(self.func, "__call__", None)),  # noqa: B004
+            # an instance with an async __call__; calling a class only makes an instance
+            or (
+                not inspect.isclass(self.func)
+                and inspect.iscoroutinefunction(getattr(self.func, "__call__", None))  # noqa: B004
+            ),
         )
 
     @classmethod

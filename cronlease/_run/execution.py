@@ -35,7 +35,7 @@ from cronlease._lease.model import Outcome
 from cronlease._run.active import ActiveRun, ActiveRuns
 from cronlease._run.run_lines import log_started, scheduled_text
 from cronlease._run.watchdog import Watchdog
-from cronlease._shell_task import STDERR_TAIL_HEADER
+from cronlease._shell_task import STDERR_TAIL_HEADER, CommandTask
 from cronlease._task import RunContext, Task
 from cronlease._timing.schedule import time_of_slot
 from cronlease.errors import CommandError, TaskTimeout
@@ -110,17 +110,18 @@ class Execution:
         except TaskTimeout as exc:
             outcome, error = "timed_out", str(exc)
             logger.warning("%s: tick %s timed out: %s", task.full_name, scheduled, exc)
-        except CommandError as exc:
-            # its message is the whole story (status, stderr tail): cronlease's own
-            # frames would only hide "exited with status 3" in history and logs
-            outcome, error = "failed", str(exc)
-            said = error.split("\n", 1)[0].removesuffix(STDERR_TAIL_HEADER)
-            tail = " (its stderr is logged above)" if said != error else ""
-            logger.error("%s: tick %s failed: %s%s", task.full_name, scheduled, said, tail)
         except Exception as exc:
             outcome = "failed"
-            error = "".join(traceback.format_exception(exc)).strip()
-            logger.exception("%s: tick %s failed", task.full_name, scheduled)
+            if isinstance(exc, CommandError) and isinstance(task.func, CommandTask):
+                # its message is the whole story (status, stderr tail): cronlease's own
+                # frames would only hide "exited with status 3" in history and logs
+                error = str(exc)
+                said, header, _ = error.partition(STDERR_TAIL_HEADER)
+                tail = " (its stderr is logged above)" if header else ""
+                logger.error("%s: tick %s failed: %s%s", task.full_name, scheduled, said, tail)
+            else:  # a Python task's own CommandError keeps its traceback
+                error = "".join(traceback.format_exception(exc)).strip()
+                logger.exception("%s: tick %s failed", task.full_name, scheduled)
         except BaseException:
             outcome, error = "interrupted", "the replica was interrupted during the run"
             raise

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import event as sa_event
 
 from cronlease import Scheduler
+from cronlease.errors import CommandError
 from cronlease.prometheus import instrument
 
 
@@ -115,4 +116,27 @@ def test_the_metrics_export_failing_and_the_streak_and_the_staging_tallies(
         assert registry.get_sample_value("cronlease_ticks_left_to_peers_total") == 5
     finally:
         metrics.close()
+        scheduler.runner.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_python_task_raising_command_error_keeps_its_traceback(
+    db_url: str, task_name: str
+) -> None:
+    # only a command task's CommandError is its whole story; a Python task that raises
+    # one (it is public) is a Python failure like any other
+    scheduler = Scheduler(db_url)
+
+    def wraps_a_tool() -> None:
+        raise CommandError("the tool said no")
+
+    scheduler.add_task(wraps_a_tool, every="1h", name=task_name)
+    try:
+        assert scheduler.run_now(task_name) == "failed"
+        (run,) = scheduler.store.history(task_name, 1)
+        assert run.error is not None
+        assert run.error.startswith("Traceback (most recent call last):")
+        assert "in wraps_a_tool" in run.error
+        assert run.error.endswith("CommandError: the tool said no")
+    finally:
         scheduler.runner.close()

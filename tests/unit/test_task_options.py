@@ -5,12 +5,14 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import typing
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import cronlease as cl
 import cronlease._declare
 from cronlease import RunContext, Scheduler, Task
 from cronlease._status.rules import DeclaredTask
@@ -213,6 +215,21 @@ def anything(whatever):  # type: ignore[no-untyped-def]
     pass
 
 
+def optional(days: int = 1, context: RunContext | None = None) -> None:
+    pass
+
+
+def aliased(context: cl.RunContext) -> None:  # a module alias, as `import cronlease as cl`
+    pass
+
+
+def union_class(run):  # type: ignore[no-untyped-def]
+    pass
+
+
+union_class.__annotations__ = {"run": typing.Optional[RunContext]}  # noqa: UP045 (the point)
+
+
 CONTEXT = object()
 
 
@@ -226,6 +243,9 @@ CONTEXT = object()
         (keyword, {"args": [30]}, ((30,), {"ctx": CONTEXT})),
         (async_keyword, {"args": [30]}, ((30,), {"ctx": CONTEXT})),
         (by_class, {}, ((CONTEXT,), {})),
+        (optional, {"args": [30]}, ((30,), {"context": CONTEXT})),
+        (aliased, {}, ((CONTEXT,), {})),
+        (union_class, {}, ((CONTEXT,), {})),
         (job, {}, ((), {})),
     ],
     ids=lambda value: getattr(value, "__name__", None),
@@ -269,3 +289,14 @@ def test_args_and_kwargs_must_fit_the_signature(options: dict[str, Any], message
 def test_kwargs_cannot_give_the_context() -> None:
     with pytest.raises(ConfigError, match=r"key 'kwargs': keyword\(\) receives the run's context"):
         Task.declare(keyword, every="1m", args=[1], kwargs={"ctx": 2})
+
+
+class AsyncCallable:
+    async def __call__(self) -> None:
+        pass
+
+
+def test_a_class_with_an_async_call_is_not_an_async_task_but_its_instance_is() -> None:
+    # calling the class only makes an instance: awaiting that would fail every run
+    assert not Task.declare(AsyncCallable, every="1m").is_async
+    assert Task.declare(AsyncCallable(), every="1m", name="instance").is_async
