@@ -11,6 +11,7 @@ import json
 import re
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,11 @@ from sqlalchemy import create_engine, inspect
 
 from cronlease import LeaseStore
 from cronlease._lease.model import AcquireRequest
+from cronlease._lease.schema import leases
 from tests.conftest import url_for
 from tests.processes.test_cli import CLI, _env, cli, write_config
 from tests.support.attempts import past_slot, record_attempts
-from tests.support.leases import won
+from tests.support.leases import set_lease_end, won
 from tests.support.old_schema import make_old_tables, old_history
 
 LONG = "nightly-warehouse-export-to-the-archive-bucket"
@@ -134,6 +136,36 @@ def test_orphaned_rows_are_summarised_listed_on_request_and_forgotten(tmp_path: 
     ]
     assert store.history("gone-00") == store.history("kept") == []
     assert len(store.history("gone-01")) == 1
+    store.dispose()
+
+
+def test_forget_finishes_a_forget_cut_short_and_names_a_run_outliving_its_lease(
+    tmp_path: Path,
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    store = LeaseStore.from_url(url)
+    store.create_tables()
+    record_attempts(store, "halfway", past_slot(60), ["failed", "succeeded"])
+    with store.engine.begin() as conn:  # a forget stopped after the row, before the history
+        conn.execute(leases.delete().where(leases.c.name == "halfway"))
+    request = AcquireRequest(name="lapsed", slot=past_slot(1), ttl=60, holder="h")
+    assert won(store.acquire(request)) is not None
+    set_lease_end(store, "lapsed", time.time() - 3600)  # its heartbeat stopped; the run did not
+    store.dispose()
+
+    finished = cli("forget", "halfway", "--database", url, cwd=tmp_path)
+    assert finished.returncode == 0 and "no lease row left" in finished.stdout, finished.stderr
+    running = cli("forget", "lapsed", "--database", url, cwd=tmp_path)
+    assert running.returncode == 2
+    assert "is still 'running' though its lease ended 1h" in running.stderr, running.stderr
+    assert "stuck-run watcher" in running.stderr
+    nothing = cli("forget", "halfway", "--database", url, cwd=tmp_path)
+    assert nothing.returncode == 2 and "nothing to forget" in nothing.stderr
+
+    store = LeaseStore.from_url(url)
+    assert store.history("halfway") == []
+    assert [run.outcome for run in store.history("lapsed")] == ["running"]
+    assert [row.name for row in store.leases(["lapsed"])] == ["lapsed"]
     store.dispose()
 
 
