@@ -106,6 +106,7 @@ def create_store_engine(
     *,
     connect_args: dict[str, Any] | None = None,
     base: PoolSettings = DEFAULT_POOL,
+    read_only: bool = False,
     **pool: Any,
 ) -> Engine:
     """An engine configured for lease statements on ``url`` (default SQLite file).
@@ -113,7 +114,10 @@ def create_store_engine(
     ``pool`` holds the settings of :class:`~cronlease._lease.settings.PoolSettings`
     (None: not given); they win over the same parameters in the URL's query,
     which are taken out before the URL reaches the driver; ``base`` fills the
-    rest. ``connect_args`` go to the driver's ``connect()``.
+    rest. ``connect_args`` go to the driver's ``connect()``. ``read_only``: an
+    engine that only reads (the read commands): SQLite is not switched to WAL (that
+    is a write: it would change the file's journal mode, and fail on a read-only
+    copy) and its transactions are deferred (``BEGIN IMMEDIATE`` takes the write lock).
     """
     parsed, from_url = pool_from_url(normalize_url(url or DEFAULT_URL))
     settings = resolve_pool(from_url, pool, base=base)
@@ -128,7 +132,7 @@ def create_store_engine(
     given = dict(connect_args or {})
     try:
         if backend == "sqlite":
-            return _sqlite_engine(parsed, given, **options)
+            return _sqlite_engine(parsed, given, read_only=read_only, **options)
         if backend == "postgresql":
             parsed, prepare = prepared.threshold_for(parsed, given)
             connect_args = {
@@ -195,7 +199,9 @@ def connect_state(engine: Engine) -> ConnectState | None:
     return pool.gate.state() if isinstance(pool, StorePool) else None
 
 
-def _sqlite_engine(url: URL, connect_args: dict[str, Any], **options: Any) -> Engine:
+def _sqlite_engine(
+    url: URL, connect_args: dict[str, Any], *, read_only: bool = False, **options: Any
+) -> Engine:
     if url.database in (None, "", ":memory:") or "mode=memory" in str(url):
         # Each pooled connection would see its own empty database.
         raise ConfigError(
@@ -213,14 +219,15 @@ def _sqlite_engine(url: URL, connect_args: dict[str, Any], **options: Any) -> En
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-            _enable_wal(cursor)
+            if not read_only:
+                _enable_wal(cursor)
             cursor.execute("PRAGMA synchronous = NORMAL")
         finally:
             cursor.close()
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     sqlite_file.watch(engine, url)  # a file deleted or replaced under it (design §5.17)
     return engine

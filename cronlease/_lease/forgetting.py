@@ -1,13 +1,19 @@
-"""``forget``: delete lease rows no run holds, then their run history, in bounded batches.
+"""``forget``: delete lease rows no run holds, then the run history of tasks left without one.
 
 The one way a lease row is deleted (docs/design.md §5.15: never implicitly;
-deleting one resets its task's slot cursor). The row goes in one statement,
-``DELETE ... WHERE name IN (...) AND expires_at <= now`` on the database
-clock, so a row a run holds, or takes at that moment, stays whatever was read
-before. The history goes after it: kept, it would be read as the history of a
-new task of the same name, and no pruning reaches the runs of an undeclared
-task. Runs that started after the row went (a replica still declaring the task
-made a new row) are not touched; the batches are :mod:`pruning`'s.
+deleting one resets its task's slot cursor). Which rows go is decided and done
+in ONE transaction: the free rows are selected ``FOR UPDATE`` (SQLite: the
+store's ``BEGIN IMMEDIATE``) and exactly those are deleted, so what is
+returned is what happened, whatever a replica does at that moment. A row is
+free as acquisition sees it: ``expires_at < now`` on the database clock, and
+no run of its task still ``running`` (a run can outlive its lease: its
+heartbeat lapsed in an outage while its process went on).
+
+The history goes after, in bounded batches (:mod:`pruning`'s), each deleting
+only runs of names that have no lease row at that moment: a run is only ever
+written with its row, so a task a replica re-created meanwhile keeps its runs,
+and a ``forget`` interrupted between two batches is finished by the next one,
+which finds no row but the history still there.
 """
 
 from __future__ import annotations
@@ -15,13 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Double, and_, bindparam, delete, select
+from sqlalchemy import ColumnElement, and_, bindparam, delete, exists, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
-from cronlease._lease.model import LeaseInfo
+from cronlease._lease.dialects.attempts import write_transaction
 from cronlease._lease.pruning import begin_batch, bounded
 from cronlease._lease.schema import leases, runs
+from cronlease._lease.watermark import Watermarks
 
 __all__ = ["Forgetting"]
 
@@ -37,37 +44,44 @@ class Forgetting:
     def __init__(self, dialect: str, now: ColumnElement[float]) -> None:
         self.dialect = dialect
         names: BindParameter[Any] = bindparam("b_names", expanding=True)
-        self._now = select(now)
-        self._rows = delete(leases).where(leases.c.name.in_(names), leases.c.expires_at <= now)
-        cut = bindparam("b_cut", type_=Double)
-        self._history = bounded(dialect, and_(runs.c.name.in_(names), runs.c.started_at <= cut))
+        chosen: BindParameter[Any] = bindparam("b_free", expanding=True)
+        running = exists().where(runs.c.name == leases.c.name, runs.c.outcome == "running")
+        self._free = (
+            select(leases.c.name)
+            .where(leases.c.name.in_(names), leases.c.expires_at < now, ~running)
+            .with_for_update()
+        )
+        self._rows = delete(leases).where(leases.c.name.in_(chosen))
+        self._left = select(leases.c.name).where(leases.c.name.in_(names))
+        rowless = ~exists().where(leases.c.name == runs.c.name)
+        self._history = bounded(dialect, and_(runs.c.name.in_(names), rowless))
 
-    def forget(
-        self,
-        call: Call,
-        read: Callable[[Sequence[str]], list[LeaseInfo]],
-        names: Sequence[str],
-    ) -> list[str]:
-        """Delete the rows of ``names`` no run holds and their history; the names whose
-        rows are gone. ``read`` reads lease rows back: one still there is held."""
+    def forget(self, call: Call, names: Sequence[str], seen: Watermarks) -> list[str]:
+        """Delete the free rows of ``names``, then the history of those of ``names`` left
+        without a row; returns those names (a name that had no row is among them).
+        ``seen`` is the store's memory of rows, which the deleted ones leave."""
         unique = sorted(set(names))
         if not unique:
             return []
-        cut = call("forgetting lease rows", lambda conn: self._delete_rows(conn, unique))
-        left = {row.name for row in read(unique)}
-        gone = [name for name in unique if name not in left]
-        params = {"b_names": gone, "b_cut": cut, "b_limit": FORGET_BATCH}
+        gone: list[str] = call(
+            "forgetting lease rows", lambda conn: self._delete_rows(conn, unique)
+        )
+        seen.drop(gone)
+        params = {"b_names": gone, "b_limit": FORGET_BATCH}
+        # until a batch finds nothing: a short batch is no proof that none is left
         while gone and call("forgetting run history", lambda conn: self._batch(conn, params)):
-            pass  # a full batch went: there may be more
+            pass
         return gone
 
-    def _delete_rows(self, conn: Connection, names: list[str]) -> float:
-        with conn.begin():
-            cut = float(conn.execute(self._now).scalar_one())
-            conn.execute(self._rows, {"b_names": names})
-        return cut
+    def _delete_rows(self, conn: Connection, names: list[str]) -> list[str]:
+        with write_transaction(conn):  # READ COMMITTED on MySQL: no gap locks
+            free = list(conn.execute(self._free, {"b_names": names}).scalars())
+            if free:
+                conn.execute(self._rows, {"b_free": free})
+            left = set(conn.execute(self._left, {"b_names": names}).scalars())
+        return [name for name in names if name not in left]
 
-    def _batch(self, conn: Connection, params: dict[str, object]) -> bool:
+    def _batch(self, conn: Connection, params: dict[str, object]) -> int:
         with conn.begin():
             begin_batch(conn, self.dialect)
-            return int(conn.execute(self._history, params).rowcount) >= FORGET_BATCH
+            return int(conn.execute(self._history, params).rowcount)

@@ -396,5 +396,5 @@ class LeaseStore:
         )
 
     def forget(self, names: Sequence[str]) -> list[str]:
-        """Delete the rows of ``names`` no run holds, and their history (forgetting.py)."""
-        return self._forgetting.forget(self._call, self.leases, names)
+        """Delete free rows of ``names``, then runs of names rowless; those (forgetting.py)."""
+        return self._forgetting.forget(self._call, names, self.lost_writes.seen)

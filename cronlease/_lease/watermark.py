@@ -12,6 +12,7 @@ Memory only: a replica restarted after the loss knows what the database knows.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["Seen", "Watermarks"]
@@ -59,6 +60,13 @@ class Watermarks:
                 max(before.fence, fence),
             )
             return before if before.above(slot, fence) else None
+
+    def drop(self, names: Sequence[str]) -> None:
+        """Forget what was seen of tasks whose rows were deleted on purpose (``forget``):
+        a row made again starts from fence 1, which is no lost write."""
+        with self._lock:
+            for name in names:
+                self._seen.pop(name, None)
 
     def names(self) -> list[str]:
         with self._lock:

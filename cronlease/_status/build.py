@@ -12,11 +12,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import cast
 
-from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from cronlease._lease.model import LeaseInfo, RunRecord
 from cronlease._lease.store import LeaseStore
+from cronlease._lease.table_state import TableState, missing_sqlite_file, table_state
 from cronlease._status.model import RunStatus, StatusReport, TaskState, TaskStatus, by_slot
 from cronlease._status.rules import (
     DeclaredTask,
@@ -238,6 +238,8 @@ def read_snapshot(
     (then the snapshot is empty). Round trips: lease rows, the clock, recent
     runs and abandoned counts, one each (per 500 names).
     """
+    if empty_without_tables and missing_sqlite_file(store.engine.url):
+        return Snapshot()  # not opened: opening a SQLite path creates the file
     try:
         only = None if declared is None or orphans else sorted(t.name for t in declared)
         leases = tuple(store.leases(only))
@@ -264,6 +266,6 @@ def read_snapshot(
 
 def _no_tables(store: LeaseStore) -> bool:
     try:
-        return not sa_inspect(store.engine).has_table("cronlease_leases")
+        return table_state(store.engine) in (TableState.NO_FILE, TableState.NONE)
     except SQLAlchemyError:
         return False

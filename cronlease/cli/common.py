@@ -3,9 +3,13 @@
 The commands raise :class:`UsageError` (exit status 2) or :class:`Failure`
 (exit status 1); ``main`` turns them into an error line on stderr.
 
-Read commands (``status``, ``history``, ``web``) never create tables: they ask
-:func:`tables_exist` first, which also turns a database that cannot be reached
-into one ``database unreachable: ...`` line, before any statement is sent.
+Read commands (``status``, ``history``, ``web``) never create tables, nor a
+SQLite file: they ask :func:`tables_exist` first (cronlease/_lease/table_state.py),
+which also turns a database that cannot be opened into one line, before any
+statement is sent: ``database unreachable`` (the network), ``cannot connect``
+(the server refused: login, unknown database) or ``not a database``
+(cronlease/_lease/connect_errors.py). Their engines are ``read_only``: a SQLite
+file is not switched to WAL, and a read-only copy can be read.
 """
 
 from __future__ import annotations
@@ -18,16 +22,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import SQLAlchemyError
 
+from cronlease._lease.connect_errors import connect_failure
 from cronlease._lease.database import DEFAULT_URL, create_store_engine, normalize_url, redact
-from cronlease._lease.migration import upgrade_needed
 from cronlease._lease.names import normal_form
 from cronlease._lease.recovery import describe_error
-from cronlease._lease.schema import leases, runs
 from cronlease._lease.settings import READER_POOL
 from cronlease._lease.store import LeaseStore
+from cronlease._lease.table_state import TableState, missing_sqlite_file, table_state
 from cronlease._scheduler import Scheduler
 from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG, Config, TaskSpec, load_config
 
@@ -95,22 +98,16 @@ def database_url(args: argparse.Namespace, config: Config | None, *, fallback: b
     return url
 
 
-def missing_sqlite_file(url: str) -> bool:
-    """True for a SQLite URL whose file does not exist (read commands must not create it)."""
-    parsed = normalize_url(url)
-    return (
-        parsed.get_backend_name() == "sqlite"
-        and parsed.database is not None
-        and not Path(parsed.database).exists()
-    )
-
-
 @contextmanager
-def open_store(url: str, config: Config | None) -> Iterator[LeaseStore]:
+def open_store(url: str, config: Config | None, *, read_only: bool = False) -> Iterator[LeaseStore]:
     """A store for one command: a pool of one connection (a command's statements run
-    one after another), with the config file's ``connect_args``."""
+    one after another), with the config file's ``connect_args``. ``read_only``: for a
+    command that only reads (a SQLite file keeps its journal mode; a read-only copy reads)."""
     connect_args = dict(config.connect_args) if config and config.connect_args else None
-    store = LeaseStore(create_store_engine(url, connect_args=connect_args, base=READER_POOL))
+    engine = create_store_engine(
+        url, connect_args=connect_args, base=READER_POOL, read_only=read_only
+    )
+    store = LeaseStore(engine)
     try:
         yield store
     finally:
@@ -120,38 +117,35 @@ def open_store(url: str, config: Config | None) -> Iterator[LeaseStore]:
 def tables_exist(store: LeaseStore, url: str) -> bool:
     """Whether the cronlease tables are there, asked without creating anything (a missing
     SQLite file is not opened: opening creates it). Failure if the database cannot be
-    reached, or holds tables of an earlier version (a read of them would fail; the
+    opened, or holds tables of an earlier version (a read of them would fail; the
     upgrade is a write: a replica's or ``init-db``'s)."""
-    found = _tables(store, url)
-    if found == "earlier":
+    found = reachable_tables(store, url)
+    if found is TableState.EARLIER:
         raise Failure(
             f"the cronlease tables in {redact(url)} are of an earlier version: a replica of "
             "this version, or cronlease init-db, upgrades them"
         )
-    return found == "current"
+    return found is TableState.CURRENT
 
 
 def require_tables(store: LeaseStore, url: str) -> None:
     """For commands that write: create missing tables, upgrade earlier ones, after checking
-    the database is reachable (so an outage reads as one, not as a failed CREATE TABLE)."""
-    _tables(store, url)
+    the database can be opened (so an outage reads as one, not as a failed CREATE TABLE)."""
+    reachable_tables(store, url)
     store.create_tables()
 
 
-def _tables(store: LeaseStore, url: str) -> str:
-    """``none``, ``earlier`` (before attempts: docs/design.md §3.9) or ``current``."""
-    if missing_sqlite_file(url):
-        return "none"
+def reachable_tables(store: LeaseStore, url: str) -> TableState:
+    """The tables' state (table_state.py); Failure, in one line, if the database cannot
+    be opened (connect_errors.py) or read."""
+    if missing_sqlite_file(store.engine.url):
+        return TableState.NO_FILE  # not opened: opening would create it
     try:
-        conn = store.engine.connect()
+        store.engine.connect().close()  # pooled: the inspection below reuses it
     except SQLAlchemyError as exc:
-        raise Failure(f"database unreachable: {redact(url)}: {describe_error(exc)}") from None
+        raise Failure(connect_failure(redact(url), exc)) from None
     try:
-        with conn:
-            inspector = sa_inspect(conn)
-            if not inspector.has_table(leases.name) or not inspector.has_table(runs.name):
-                return "none"
-            return "earlier" if upgrade_needed(conn) else "current"
+        return table_state(store.engine)
     except SQLAlchemyError as exc:
         raise Failure(
             f"reading the tables of {redact(url)} failed: {describe_error(exc)}"

@@ -48,7 +48,7 @@ from cronlease.config import Config
 def cmd_status(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config)
-    with open_store(url, config) as store:
+    with open_store(url, config, read_only=True) as store:
         tables = tables_exist(store, url)
         report = _read(store, config, tables=tables)
     health = report.health()
@@ -125,7 +125,7 @@ def _read(store: LeaseStore, config: Config | None, *, tables: bool) -> StatusRe
 def cmd_history(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config)
-    with open_store(url, config) as store:
+    with open_store(url, config, read_only=True) as store:
         tables = tables_exist(store, url)
         # an unknown task exits 2, as for pause (a declared one may not have run yet)
         name, _declared = known_task(args.task, store, config, tables=tables)

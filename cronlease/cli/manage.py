@@ -32,8 +32,8 @@ from cronlease.cli.common import (
     database_url,
     known_task,
     open_store,
+    reachable_tables,
     require_tables,
-    tables_exist,
     task_spec,
 )
 from cronlease.config import local_timezone, translate_crontab
@@ -72,7 +72,9 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     spec = task_spec(config, args.task)
     url = database_url(args, config)
     with open_store(url, config) as store:
-        tables_exist(store, url)  # an outage reads as one, before the scheduler starts
+        # an outage reads as one, before the scheduler starts; tables missing or of an
+        # earlier version are the scheduler's to create or upgrade, as a replica's are
+        reachable_tables(store, url)
     scheduler = config_scheduler(url, config)
     # This process only runs the one manual run: it must not start catch-up runs
     # that would be cut off when it exits.

@@ -11,17 +11,19 @@ import json
 import re
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, make_url
 
 from cronlease import LeaseStore
 from cronlease._lease.model import AcquireRequest
+from cronlease._lease.schema import leases
 from tests.conftest import url_for
 from tests.processes.test_cli import CLI, _env, cli, write_config
 from tests.support.attempts import past_slot, record_attempts
-from tests.support.leases import won
+from tests.support.leases import set_lease_end, won
 from tests.support.old_schema import make_old_tables, old_history
 
 LONG = "nightly-warehouse-export-to-the-archive-bucket"
@@ -137,6 +139,36 @@ def test_orphaned_rows_are_summarised_listed_on_request_and_forgotten(tmp_path: 
     store.dispose()
 
 
+def test_forget_finishes_a_forget_cut_short_and_names_a_run_outliving_its_lease(
+    tmp_path: Path,
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    store = LeaseStore.from_url(url)
+    store.create_tables()
+    record_attempts(store, "halfway", past_slot(60), ["failed", "succeeded"])
+    with store.engine.begin() as conn:  # a forget stopped after the row, before the history
+        conn.execute(leases.delete().where(leases.c.name == "halfway"))
+    request = AcquireRequest(name="lapsed", slot=past_slot(1), ttl=60, holder="h")
+    assert won(store.acquire(request)) is not None
+    set_lease_end(store, "lapsed", time.time() - 3600)  # its heartbeat stopped; the run did not
+    store.dispose()
+
+    finished = cli("forget", "halfway", "--database", url, cwd=tmp_path)
+    assert finished.returncode == 0 and "no lease row left" in finished.stdout, finished.stderr
+    running = cli("forget", "lapsed", "--database", url, cwd=tmp_path)
+    assert running.returncode == 2
+    assert "is still 'running' though its lease ended 1h" in running.stderr, running.stderr
+    assert "stuck-run watcher" in running.stderr
+    nothing = cli("forget", "halfway", "--database", url, cwd=tmp_path)
+    assert nothing.returncode == 2 and "nothing to forget" in nothing.stderr
+
+    store = LeaseStore.from_url(url)
+    assert store.history("halfway") == []
+    assert [run.outcome for run in store.history("lapsed")] == ["running"]
+    assert [row.name for row in store.leases(["lapsed"])] == ["lapsed"]
+    store.dispose()
+
+
 def test_read_commands_on_an_empty_database_create_nothing(tmp_path: Path) -> None:
     database = tmp_path / "empty.db"
     sqlite3.connect(database).close()  # a file, no tables
@@ -169,6 +201,62 @@ def test_an_unreachable_database_is_named_so_and_exits_1(tmp_path: Path) -> None
         assert result.returncode == 1, result.stderr
         assert result.stderr.startswith(f"cronlease: error: database unreachable: {down}: ")
         assert "creating the cronlease tables" not in result.stderr
+
+
+def test_a_server_that_refuses_and_a_file_that_is_no_database_are_named_so(
+    tmp_path: Path,
+) -> None:
+    for backend, reason in (
+        ("postgresql", 'database "cronlease_nosuch" does not exist'),
+        ("mysql", "Unknown database 'cronlease_nosuch'"),
+    ):
+        url = make_url(url_for(backend, tmp_path)).set(database="cronlease_nosuch")
+        given = url.render_as_string(hide_password=False)
+        result = cli("status", "--database", given, cwd=tmp_path)
+        assert result.returncode == 1, result.stderr
+        assert result.stderr == f"cronlease: error: cannot connect: {url!r}: {reason}\n"
+    garbage = tmp_path / "notes.db"
+    garbage.write_text("not a database, " * 1000)
+    result = cli("status", "--database", f"sqlite:///{garbage}", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"cronlease: error: not a database: sqlite:///{garbage}: ")
+
+
+def test_read_commands_leave_a_sqlite_journal_mode_and_read_a_read_only_copy(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "cronlease.db"
+    store = LeaseStore.from_url(f"sqlite:///{path}")
+    store.create_tables()
+    record_attempts(store, "job", past_slot(60), ["succeeded"])
+    store.dispose()
+    with sqlite3.connect(path) as conn:  # a file of an application in rollback-journal mode
+        assert conn.execute("PRAGMA journal_mode = DELETE").fetchone() == ("delete",)
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(path.read_bytes())
+    copy.chmod(0o444)
+
+    status = cli("status", "--database", f"sqlite:///{path}", cwd=tmp_path)
+    assert status.returncode == 0 and re.search(r"^job\s", status.stdout, re.M), status.stderr
+    with sqlite3.connect(path) as conn:  # not switched to WAL: that is a write
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    read_only = f"sqlite:///file:{copy}?mode=ro&uri=true"  # read-only even for root
+    status = cli("status", "--database", read_only, cwd=tmp_path)
+    assert status.returncode == 0 and re.search(r"^job\s", status.stdout, re.M), status.stderr
+
+
+def test_trigger_leaves_tables_of_an_earlier_version_to_its_scheduler_to_upgrade(
+    tmp_path: Path,
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    engine = create_engine(url)
+    make_old_tables(engine, old_history("job", [past_slot(60)]))
+    engine.dispose()
+    write_config(tmp_path, url, '[tasks.job]\ncommand = "true"\nevery = "1h"\n')
+
+    result = cli("trigger", "job", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "attempt" in [column["name"] for column in inspect_columns(url, "cronlease_runs")]
 
 
 def test_a_closed_pipe_ends_quietly_with_141(tmp_path: Path) -> None:

@@ -1,0 +1,57 @@
+"""What a database holds of cronlease's tables, found without writing anything.
+
+Read commands and the status page must not create what they read (a SQLite
+file is created by opening it; tables by a replica or ``init-db``), nor upgrade
+tables of an earlier version (a write, docs/design.md §3.9). This is the one
+check they share: a SQLite path with no file is answered from the file system,
+before anything connects.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+from sqlalchemy import inspect
+from sqlalchemy.engine import URL, Engine
+
+from cronlease._lease.migration import upgrade_needed
+from cronlease._lease.schema import leases, runs
+
+__all__ = ["TableState", "missing_sqlite_file", "table_state"]
+
+
+class TableState(enum.Enum):
+    NO_FILE = "no file"  # a SQLite path no file is at
+    NONE = "none"  # a database without cronlease's tables
+    EARLIER = "earlier"  # tables of a version before attempts (issue 13)
+    CURRENT = "current"
+
+    @property
+    def readable(self) -> bool:
+        """Whether the tables can be read as they are (missing ones read as empty)."""
+        return self is not TableState.EARLIER
+
+
+def missing_sqlite_file(url: URL) -> bool:
+    """True for a SQLite URL whose file does not exist (opening it would create it)."""
+    database = url.database
+    return (
+        url.get_backend_name() == "sqlite"
+        and bool(database)
+        and database != ":memory:"
+        and not str(database).startswith("file:")  # a URI: the driver's to resolve
+        and not Path(str(database)).exists()
+    )
+
+
+def table_state(engine: Engine) -> TableState:
+    """The state of ``engine``'s database; SQLAlchemyError when it cannot be read
+    (:mod:`connect_errors` says why in one line)."""
+    if missing_sqlite_file(engine.url):
+        return TableState.NO_FILE
+    with engine.connect() as conn:
+        inspector = inspect(conn)
+        if not inspector.has_table(leases.name) or not inspector.has_table(runs.name):
+            return TableState.NONE
+        return TableState.EARLIER if upgrade_needed(conn) else TableState.CURRENT
