@@ -29,7 +29,7 @@ from cronlease._status.rules import (
 )
 from cronlease._status.text import zone_of
 from cronlease._timing.clock import ClockCheck, measure_skew
-from cronlease.errors import StoreError
+from cronlease.errors import StatementError, StoreError
 
 __all__ = ["Snapshot", "build_report", "read_snapshot", "read_status"]
 
@@ -42,7 +42,9 @@ class Snapshot:
 
     ``abandoned`` counts the runs recorded ``abandoned`` by task (a task without
     any is absent), None when not read. ``error`` says why the read failed (then
-    nothing else was kept). ``runs_limit`` is how many runs per task were asked
+    nothing else was kept); ``answered`` that the database answered it with an error
+    about the statement (a renamed column, a missing grant), not that it was out of
+    reach. ``runs_limit`` is how many runs per task were asked
     for (a task with that many may have more: its failure streak is "at least");
     None: ``runs`` hold each task's whole history.
     """
@@ -54,8 +56,11 @@ class Snapshot:
     error: str | None = None
     abandoned: Mapping[str, int] | None = None
     runs_limit: int | None = None
+    answered: bool = False
 
     def __post_init__(self) -> None:
+        if self.answered and self.error is None:
+            raise ValueError("only a failed read was answered with an error")
         kept = self.leases or self.runs or self.db_now is not None or self.abandoned is not None
         if self.error is not None and kept:
             raise ValueError("a failed read keeps no rows")
@@ -124,6 +129,7 @@ def build_report(
         namespace=namespace,
         database_time=None if db_now is None else datetime.fromtimestamp(db_now, timezone.utc),
         database_error=None if snapshot.error is None else scrub(snapshot.error),
+        database_answered=snapshot.answered,
         clock=snapshot.clock,
         tasks=tuple(tasks),
         orphaned=tuple(orphaned),
@@ -261,7 +267,9 @@ def read_snapshot(
         )
     except StoreError as exc:
         empty = empty_without_tables and _no_tables(store)
-        return Snapshot() if empty else Snapshot(error=str(exc))
+        if empty:
+            return Snapshot()
+        return Snapshot(error=str(exc), answered=isinstance(exc, StatementError))
 
 
 def _no_tables(store: LeaseStore) -> bool:

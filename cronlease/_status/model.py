@@ -278,7 +278,9 @@ class StatusReport:
     """Everything the surfaces show, read at one moment (``generated_at``, this host's clock).
 
     ``database_error`` says why the store could not be read (then no lease
-    row is known and ``database_time`` is None); ``orphaned`` holds the lease
+    row is known and ``database_time`` is None); ``database_answered`` that the
+    database answered the read with an error about the statement (docs/design.md
+    §5.19: not an outage, and not to be called one); ``orphaned`` holds the lease
     rows of the namespace that no declared task owns.
     """
 
@@ -290,8 +292,11 @@ class StatusReport:
     clock: ClockCheck | None
     tasks: tuple[TaskStatus, ...]
     orphaned: tuple[TaskStatus, ...] = ()
+    database_answered: bool = False
 
     def __post_init__(self) -> None:
+        if self.database_answered and self.database_error is None:
+            raise ValueError("only a read that failed was answered with an error")
         _check_utc("generated_at", self.generated_at)
         _check_utc("database_time", self.database_time)
         if self.database_error is not None and self.database_time is not None:
@@ -327,7 +332,9 @@ class StatusReport:
         outage = database_down_for is not None and database_down_for > database_threshold
         if outage:
             problems.append(f"database unreachable for {database_down_for:.0f} s")
-        if self.database_error is not None and (database_down_for is None or outage):
+        if self.database_error is not None and self.database_answered:
+            problems.append(f"the database refuses the status read: {self.database_error}")
+        elif self.database_error is not None and (database_down_for is None or outage):
             problems.append(f"database unreachable: {self.database_error}")
         for task in self.tasks:
             if task.shown_state == "failing":

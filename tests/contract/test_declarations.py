@@ -104,7 +104,7 @@ def test_the_files_grace_is_the_one_the_status_command_judges_by(tmp_path: Path)
             assert lease is not None
             store.finish(lease, "succeeded")
             set_lease_end(store, name, five_minutes_ago + 1.0)
-        report = _read(store, config, missing=False)
+        report = _read(store, config, tables=True)
     finally:
         store.dispose()
     # 4 minutes late: within the hour the file gives one, past the half minute of the other

@@ -33,5 +33,5 @@ def test_quickstart_runs_ticks_and_stops_cleanly(tmp_path: Path) -> None:
     text = log.read_text()
     assert code == 0, text
     assert (tmp_path / "cronlease.db").exists()  # the default SQLite file, in the working dir
-    assert "outcome=succeeded" in text
+    assert "refresh_cache: succeeded in " in text  # the run line (README, "Log lines")
     assert "Traceback" not in text
