@@ -21,6 +21,7 @@ import pytest
 from cronlease import Scheduler
 from cronlease.web import make_server
 from tests.contract.test_web import XSS, make_scheduler
+from tests.support.leases import paused
 from tests.support.procs import wait_for
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -73,10 +74,6 @@ def scheduler(db_url: str, task_name: str) -> Iterator[Scheduler]:
     scheduler.runner.close()
 
 
-def paused(scheduler: Scheduler, name: str) -> bool:
-    return bool(scheduler.store.leases([name])[0].paused)
-
-
 def test_foreign_text_stays_text_and_actions_are_done_or_refused(
     browser: Any, scheduler: Scheduler, task_name: str
 ) -> None:
@@ -108,10 +105,10 @@ def test_foreign_text_stays_text_and_actions_are_done_or_refused(
         browser.get(f"{base}/")
         click(f"pause-{task_name}")
         settled(lambda: "/task?name=" in browser.current_url, "the redirect to the task page")
-        assert paused(scheduler, task_name)
+        assert paused(scheduler.store, task_name)
         assert "paused" in browser.find_element(By.ID, "facts").text
         click(f"resume-{task_name}")  # from the task's page this time
-        settled(lambda: not paused(scheduler, task_name), "resumed")
+        settled(lambda: not paused(scheduler.store, task_name), "resumed")
         click(f"run-{task_name}")
         settled(
             lambda: len(scheduler.store.recent_runs([task_name], 5).get(task_name, [])) == 2,
@@ -132,4 +129,4 @@ def test_foreign_text_stays_text_and_actions_are_done_or_refused(
         # refused: an action is not a GET
         browser.get(f"{base}/action")
         assert "Method Not Allowed" in text()
-        assert not paused(scheduler, task_name)
+        assert not paused(scheduler.store, task_name)
