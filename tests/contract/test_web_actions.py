@@ -100,7 +100,9 @@ def test_each_refusal_and_a_pause_done(scheduler: Scheduler, task_name: str) -> 
         assert post(form, **{"sec-fetch-site": "cross-site"}).status_code == 403
         assert post({**form, "do": "drop"}).status_code == 400
         wrong_type = client.post(
-            "/ops/action", content=b"task=x", headers={"content-type": "x/y", "origin": "http://page"}
+            "/ops/action",
+            content=b"task=x",
+            headers={"content-type": "x/y", "origin": "http://page"},
         )
         assert wrong_type.status_code == 415
         assert asked == []  # none of these reached the application's hook
@@ -136,10 +138,10 @@ def test_run_now_through_the_asgi_app(scheduler: Scheduler, task_name: str) -> N
 
     async def go() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
         transport = httpx.ASGITransport(app=app)
-        origin = {"origin": "http://page"}
+        options: dict[str, Any] = {"base_url": "http://page", "headers": {"origin": "http://page"}}
         async with (
-            httpx.AsyncClient(transport=transport, base_url="http://page", headers=origin) as client,
-            httpx.AsyncClient(transport=transport, base_url="http://page", headers=origin) as other,
+            httpx.AsyncClient(transport=transport, **options) as client,
+            httpx.AsyncClient(transport=transport, **options) as other,
         ):
             page = await client.get("/")
             token = re.findall(r'name="csrf" value="([^"]+)"', page.text)[0]

@@ -12,9 +12,9 @@ import asyncio
 import io
 import re
 import unicodedata
-from urllib.parse import quote
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 from wsgiref.util import setup_testing_defaults
 
 import httpx
