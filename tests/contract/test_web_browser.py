@@ -115,13 +115,13 @@ def scheduler(db_url: str, task_name: str) -> Iterator[Scheduler]:
 def test_foreign_text_stays_text_and_actions_are_done_or_refused(
     browser: Any, scheduler: Scheduler, task_name: str
 ) -> None:
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
 
-    def text() -> str:
+    def text(element: str = "body", by: str = By.TAG_NAME) -> str:
         try:
-            return str(browser.find_element(By.TAG_NAME, "body").text)
-        except StaleElementReferenceException:  # the page was replaced as it was read
+            return str(browser.find_element(by, element).text)
+        except WebDriverException:  # not loaded yet, or replaced as it was read (stale)
             return ""
 
     def click(button: str) -> None:
@@ -148,7 +148,8 @@ def test_foreign_text_stays_text_and_actions_are_done_or_refused(
         click(f"pause-{task_name}")
         settled(lambda: "/task?name=" in browser.current_url, "the redirect to the task page")
         assert paused(scheduler.store, task_name)
-        assert "paused" in browser.find_element(By.ID, "facts").text
+        # (the URL changes as the navigation starts: the new page may still be loading)
+        settled(lambda: "paused" in text("facts", By.ID), "the task page")
         click(f"resume-{task_name}")  # from the task's page this time
         settled(lambda: not paused(scheduler.store, task_name), "resumed")
         click(f"run-{task_name}")
