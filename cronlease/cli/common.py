@@ -32,6 +32,7 @@ from cronlease._lease.settings import READER_POOL
 from cronlease._lease.store import LeaseStore
 from cronlease._lease.table_state import TableState, missing_sqlite_file, table_state
 from cronlease._scheduler import Scheduler
+from cronlease._status import DeclaredTask
 from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG, Config, TaskSpec, load_config
 
 EXIT_OK = 0
@@ -187,3 +188,21 @@ def task_spec(config: Config, task: str) -> TaskSpec:
     except KeyError:
         known = ", ".join(sorted(config.tasks)) or "none"
         raise UsageError(f"no task {task!r} in {config.path} (declared: {known})") from None
+
+
+def declared_tasks(config: Config | None) -> list[DeclaredTask] | None:
+    """The config's tasks as the status model judges them (None: no config, every
+    lease row is a task): ``status`` and ``web`` read them from here alike."""
+    if config is None:
+        return None
+    return [
+        DeclaredTask(
+            name=config.full_name(spec.name),
+            schedule=spec.schedule,
+            task=spec.name,
+            enabled=spec.enabled,
+            alert_after=spec.alert_after,
+            grace=spec.grace,
+        )
+        for spec in config.tasks.values()
+    ]

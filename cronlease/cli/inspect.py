@@ -13,7 +13,6 @@ from cronlease._lease.store import LeaseStore
 from cronlease._run.housekeeping import HOUSEKEEPING_TASK
 from cronlease._run.watcher import STUCK_WATCHER_TASK
 from cronlease._status import (
-    DeclaredTask,
     RunStatus,
     Scrubber,
     Snapshot,
@@ -33,6 +32,7 @@ from cronlease.cli.common import (
     Failure,
     config_from_args,
     database_url,
+    declared_tasks,
     known_task,
     no_tables,
     open_store,
@@ -87,21 +87,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _read(store: LeaseStore, config: Config | None, *, tables: bool) -> StatusReport:
     """The report on the config's tasks (none: on every lease row), with the clock skew."""
-    declared = None
-    namespace = None
-    if config is not None:
-        namespace = config.namespace
-        declared = [
-            DeclaredTask(
-                name=config.full_name(spec.name),
-                schedule=spec.schedule,
-                task=spec.name,
-                enabled=spec.enabled,
-                alert_after=spec.alert_after,
-                grace=spec.grace,
-            )
-            for spec in config.tasks.values()
-        ]
+    declared = declared_tasks(config)
+    namespace = config.namespace if config is not None else None
     if not tables:  # a read command creates nothing: the declared tasks, with no rows
         now = datetime.now(timezone.utc)
         return build_report(Snapshot(), declared, database=store.url, now=now, namespace=namespace)

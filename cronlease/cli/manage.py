@@ -30,6 +30,7 @@ from cronlease.cli.common import (
     config_from_args,
     config_scheduler,
     database_url,
+    declared_tasks,
     known_task,
     open_store,
     reachable_tables,
@@ -150,16 +151,11 @@ def cmd_web(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config, fallback=True)
     with open_store(url, config) as store:
-        tasks = (
-            {config.full_name(spec.name): spec.schedule for spec in config.tasks.values()}
-            if config
-            else None
-        )
         serve(
             store,
             host=args.host,
             port=args.port,
-            tasks=tasks,
+            tasks=declared_tasks(config),  # enabled, grace, alert_after: as `status` judges
             namespace=config.namespace if config else None,
             ready=lambda page: print(f"status page on {page}", flush=True),
         )

@@ -6,14 +6,25 @@ mounting application enabled actions, the request is same-origin, its CSRF token
 is right and the application's ``authorize`` hook says yes; then it goes through
 the scheduler's public methods (``run_now``, ``pause``, ``resume``), never SQL.
 
-CSRF: a double-submit cookie. The page sets ``cronlease_csrf`` (random,
-``HttpOnly``, ``SameSite=Strict``, scoped to the mount point) and writes the
-same value in each action form; a POST must carry both, equal. Chosen over an
-HMAC of a per-process secret because an application running cronlease has several
-replicas behind a load balancer: the form one replica served is posted to another,
-and a cookie needs no secret shared between them. Another site can neither read the
-cookie nor (SameSite=Strict) have the browser send it; ``Origin`` and
-``Sec-Fetch-Site``, when the browser sends them, must say same-origin too.
+CSRF: a double-submit cookie. The page sets a random cookie (``HttpOnly``,
+``SameSite=Strict``) and writes the same value in each action form; a POST must
+carry both, equal. Chosen over an HMAC of a per-process secret because an
+application running cronlease has several replicas behind a load balancer: the
+form one replica served is posted to another, and a cookie needs no secret shared
+between them. Over HTTPS the cookie is ``__Host-cronlease_csrf`` (``Secure``,
+``Path=/``, no ``Domain``): the browser then refuses it from a sibling subdomain
+or from plain HTTP, so no one else can plant a value of their own. The price is
+scope: it is the host's, not the mount point's (two pages mounted on one host share
+it, harmlessly). Over plain HTTP it is ``cronlease_csrf`` with ``Path=`` the mount
+point, and only as strong as the network: whoever can answer an HTTP request for
+the host can set it.
+
+Same-origin: a browser's ``Sec-Fetch-Site`` must say ``same-origin``; without it,
+the ``Origin`` (or, without that, the ``Referer``) must be this request's own
+scheme, host and port, or one of ``trusted_origins`` (a proxy that rewrites
+``Host``). ``Origin: null`` (an opaque origin: a sandboxed frame, a page with
+``Referrer-Policy: no-referrer``) is refused; the page itself sends
+``Referrer-Policy: same-origin``, so its own forms carry their origin.
 """
 
 from __future__ import annotations
@@ -25,7 +36,6 @@ import secrets
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.cookies import CookieError, SimpleCookie
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -35,12 +45,22 @@ from cronlease.errors import StoreError, UnknownTaskError
 if TYPE_CHECKING:
     from cronlease._scheduler import Scheduler
 
-__all__ = ["ACTIONS", "CSRF_COOKIE", "ActionRequest", "Authorize", "Refused", "perform"]
+__all__ = [
+    "ACTIONS",
+    "CSRF_COOKIE",
+    "HOST_CSRF_COOKIE",
+    "ActionRequest",
+    "Authorize",
+    "Refused",
+    "origin_of",
+    "perform",
+]
 
 logger = logging.getLogger("cronlease")
 
 ACTIONS = ("run", "pause", "resume")
 CSRF_COOKIE = "cronlease_csrf"
+HOST_CSRF_COOKIE = "__Host-cronlease_csrf"  # over HTTPS: see the module's docstring
 MAX_FORM = 4096  # bytes: the three fields are far shorter
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 
@@ -49,8 +69,10 @@ _TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 class ActionRequest:
     """What the ``authorize`` hook is asked about: an action on a task, and the request.
 
-    ``headers`` have lower-case names; ``raw`` is the WSGI environ or the ASGI
-    scope as the server gave it (the application's own session or user lives there).
+    ``task`` is the task's stored name (namespace included, NFC), as resolved
+    from the form: the task the action is done on. ``headers`` have lower-case
+    names; ``raw`` is the WSGI environ or the ASGI scope as the server gave it
+    (the application's own session or user lives there).
     """
 
     action: str
@@ -77,15 +99,24 @@ class Refused(Exception):
         self.code = code
 
 
-def csrf_cookie(headers: Mapping[str, str]) -> str | None:
-    """The request's CSRF cookie, if it has a well-formed one."""
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(headers.get("cookie", ""))
-    except CookieError:
-        return None
-    morsel = jar.get(CSRF_COOKIE)
-    return morsel.value if morsel is not None and _TOKEN.fullmatch(morsel.value) else None
+def cookie_name(secure: bool) -> str:
+    return HOST_CSRF_COOKIE if secure else CSRF_COOKIE
+
+
+def csrf_cookie(headers: Mapping[str, str], secure: bool) -> str | None:
+    """The request's CSRF cookie, if it has a well-formed one.
+
+    Parsed by hand, not with ``SimpleCookie``: that drops every cookie when one
+    other cookie of the host does not parse, and lets the last duplicate win. Here
+    the first one named so wins (the browser sends the most specific path first).
+    """
+    name = cookie_name(secure)
+    for pair in headers.get("cookie", "").split(";"):
+        key, sep, value = pair.strip().partition("=")
+        if sep and key.strip() == name:
+            value = value.strip()
+            return value if _TOKEN.fullmatch(value) else None
+    return None
 
 
 def new_token() -> str:
@@ -93,31 +124,65 @@ def new_token() -> str:
 
 
 def set_cookie(token: str, base: str, secure: bool) -> tuple[str, str]:
-    path = base + "/" if base else "/"
-    flags = "; Secure" if secure else ""
-    return ("Set-Cookie", f"{CSRF_COOKIE}={token}; Path={path}; HttpOnly; SameSite=Strict{flags}")
+    """``base`` percent-encoded: a ``;`` in it must not end the cookie's attributes."""
+    if secure:  # __Host-: Secure, Path=/ and no Domain, or the browser drops it
+        return (
+            "Set-Cookie",
+            f"{HOST_CSRF_COOKIE}={token}; Path=/; Secure; HttpOnly; SameSite=Strict",
+        )
+    return ("Set-Cookie", f"{CSRF_COOKIE}={token}; Path={base}/; HttpOnly; SameSite=Strict")
 
 
-def _same_origin(headers: Mapping[str, str]) -> bool:
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """Scheme, host and port of a URL (the default port filled in), None if it has none."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in _DEFAULT_PORTS or not host:
+        return None
+    return scheme, host, port if port is not None else _DEFAULT_PORTS[scheme]
+
+
+def _same_origin(
+    headers: Mapping[str, str], secure: bool, trusted: frozenset[tuple[str, str, int]]
+) -> bool:
     site = headers.get("sec-fetch-site")
-    if site is not None and site not in ("same-origin", "none"):
+    if site is not None:  # set by the browser, never by a page: it decides
+        return site.strip().lower() == "same-origin"
+    claimed = headers.get("origin")
+    if claimed is None:
+        claimed = headers.get("referer")
+    if claimed is None:
+        return False  # a browser sends one of the three on a form's POST
+    origin = origin_of(claimed)  # "null" has none: refused
+    if origin is None:
         return False
-    origin = headers.get("origin")
-    if origin is None or origin == "null":
-        # the page's own "Referrer-Policy: no-referrer" has browsers send "null": unknown,
-        # so the cookie (SameSite=Strict) and the token decide
-        return True
-    return urlsplit(origin).netloc == headers.get("host")
+    own = origin_of(f"{'https' if secure else 'http'}://{headers.get('host', '')}")
+    return origin == own or origin in trusted
 
 
 def check(
     *,
     form: bytes,
     content_type: str,
+    headers: Mapping[str, str],
+    secure: bool,
+    trusted: frozenset[tuple[str, str, int]],
+    resolve: Callable[[str], str],
     request: Callable[[str, str], ActionRequest],
     authorize: Authorize,
 ) -> ActionRequest:
-    """The action a POST asks for, once every check passed; raises :class:`Refused`."""
+    """The action a POST asks for, once every check passed; raises :class:`Refused`.
+
+    ``resolve`` turns the posted task name into the stored one (404 if none);
+    the hook is asked about that one, never about the posted text.
+    """
     if len(form) > MAX_FORM:
         raise Refused(413, "the form is too large")
     if content_type.split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
@@ -126,12 +191,15 @@ def check(
     task, action, token = (fields.get(key, [""])[0] for key in ("task", "do", "csrf"))
     if action not in ACTIONS:
         raise Refused(400, f"unknown action {action!r}: run, pause or resume")
-    asked = request(action, task)
-    if not _same_origin(asked.headers):
+    if not _same_origin(headers, secure, trusted):
         raise Refused(403, "refused: a cross-site request")
-    cookie = csrf_cookie(asked.headers)
-    if not token or cookie is None or not hmac.compare_digest(token, cookie):
+    cookie = csrf_cookie(headers, secure)
+    # (the shape first: compare_digest raises TypeError on a non-ASCII str)
+    if cookie is None or not _TOKEN.fullmatch(token):
         raise Refused(403, "refused: missing or wrong CSRF token (reload the page)")
+    if not hmac.compare_digest(token.encode(), cookie.encode()):
+        raise Refused(403, "refused: missing or wrong CSRF token (reload the page)")
+    asked = request(action, resolve(task))
     try:
         allowed = authorize(asked) is True
     except Exception:  # an error in the hook refuses: it never lets an action through
@@ -142,12 +210,23 @@ def check(
     return asked
 
 
+def resolver(scheduler: Scheduler) -> Callable[[str], str]:
+    """The stored name of the task a form names (as declared, any Unicode form)."""
+
+    def resolve(posted: str) -> str:
+        try:
+            return scheduler.get_task(posted).full_name
+        except UnknownTaskError:
+            raise Refused(404, f"no task named {posted!r}") from None
+
+    return resolve
+
+
 def perform(scheduler: Scheduler, action: ActionRequest) -> None:
     """Pause or resume now; start a manual run in a thread of its own (it may last hours)."""
-    try:
-        task = scheduler.get_task(action.task)
-    except UnknownTaskError:
-        raise Refused(404, f"no task named {action.task!r}") from None
+    task = next((t for t in scheduler.tasks.values() if t.full_name == action.task), None)
+    if task is None:  # (resolved by check(): only if the hook's request was made by hand)
+        raise Refused(404, f"no task named {action.task!r}")
     try:
         if action.action == "pause":
             scheduler.pause(task.name)

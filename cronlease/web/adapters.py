@@ -38,7 +38,7 @@ class StatusPage(Protocol):
         base: str,
         *,
         headers: Mapping[str, str] | None = None,
-        body: bytes = b"",
+        body: bytes | None = b"",
         client: str | None = None,
         secure: bool = False,
         raw: Mapping[str, Any] | None = None,
@@ -58,7 +58,7 @@ def wsgi(page: StatusPage, environ: WSGIEnviron, start_response: StartResponse) 
         method,
         str(environ.get("PATH_INFO", "")),
         str(environ.get("QUERY_STRING", "")),
-        str(environ.get("SCRIPT_NAME", "")).rstrip("/"),
+        _wsgi_text(str(environ.get("SCRIPT_NAME", ""))).rstrip("/"),
         headers=headers,
         body=_read_body(environ) if method == "POST" and page.actions else b"",
         client=environ.get("REMOTE_ADDR"),
@@ -69,11 +69,21 @@ def wsgi(page: StatusPage, environ: WSGIEnviron, start_response: StartResponse) 
     return [body]
 
 
-def _read_body(environ: WSGIEnviron) -> bytes:
+def _wsgi_text(value: str) -> str:
+    """A WSGI path as text: PEP 3333 hands its bytes over as latin-1 characters."""
     try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
+
+
+def _read_body(environ: WSGIEnviron) -> bytes | None:
+    """The body, None without a length: a WSGI server may not read past the length it
+    was given, so a chunked body cannot be read here (the page answers 411)."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or "")
     except ValueError:
-        length = 0
+        return None
     stream = environ.get("wsgi.input")
     if stream is None or length <= 0:
         return b""
@@ -93,7 +103,8 @@ async def asgi(page: StatusPage, scope: ASGIScope, receive: ASGIReceive, send: A
         raise RuntimeError(f"the cronlease status page serves HTTP only, not {scope['type']}")
     root = str(scope.get("root_path", "")).rstrip("/")
     path = str(scope.get("path", ""))
-    if root and path.startswith(root):  # mounted: Starlette keeps the prefix in path
+    # mounted: Starlette keeps the prefix in path (a whole segment: "/ops" is not "/opsx")
+    if root and (path == root or path.startswith(root + "/")):
         path = path[len(root) :]
     method = str(scope.get("method", "GET")).upper()
     headers: dict[str, str] = {}

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, quote
 
 from cronlease._lease.side_engines import reader_engine
 from cronlease._lease.store import LeaseStore
-from cronlease._status import DeclaredTask, full_name, in_namespace
+from cronlease._status import DeclaredTask, in_namespace
 from cronlease._timing.schedule import Schedule
 from cronlease.web import adapters
 from cronlease.web.actions import (
@@ -31,7 +31,9 @@ from cronlease.web.actions import (
     check,
     csrf_cookie,
     new_token,
+    origin_of,
     perform,
+    resolver,
     set_cookie,
 )
 from cronlease.web.adapters import ASGIReceive, ASGIScope, ASGISend, StartResponse, WSGIEnviron
@@ -70,7 +72,7 @@ if hasattr(os, "register_at_fork"):
 class PageOptions(TypedDict, total=False):
     """The keyword arguments of :class:`StatusPage`, :func:`asgi_app` and :func:`wsgi_app`."""
 
-    tasks: Mapping[str, Schedule] | None
+    tasks: Mapping[str, Schedule] | Iterable[DeclaredTask] | None
     namespace: str | None
     runs: int
     history: int
@@ -79,6 +81,7 @@ class PageOptions(TypedDict, total=False):
     cache: float
     actions: bool
     authorize: Authorize | None
+    trusted_origins: Iterable[str]
 
 
 class StatusPage:
@@ -87,7 +90,9 @@ class StatusPage:
     ``source`` is a running (or not) :class:`~cronlease.Scheduler`, whose
     declared tasks, namespace and replica state are shown, or a
     :class:`~cronlease.LeaseStore`; with a store, ``tasks`` maps the declared
-    tasks' full names (namespace included) to their schedules, and
+    tasks' full names (namespace included) to their schedules (or lists them as
+    :class:`~cronlease._status.DeclaredTask`, with their ``enabled``, ``grace``
+    and ``alert_after``: ``cronlease web -c FILE`` does), and
     ``namespace`` says which lease rows belong to them. Without ``tasks``,
     every lease row in the database is shown as a task.
 
@@ -100,13 +105,15 @@ class StatusPage:
     pause/resume buttons, each a POST refused unless ``authorize`` (required,
     called with an :class:`~cronlease.web.actions.ActionRequest`) returns True.
     Actions need a scheduler source: they call its ``run_now``/``pause``/``resume``.
+    ``trusted_origins`` (``"https://ops.example.com"``) are origins accepted besides
+    the request's own, for a proxy that rewrites ``Host``.
     """
 
     def __init__(
         self,
         source: Scheduler | LeaseStore,
         *,
-        tasks: Mapping[str, Schedule] | None = None,
+        tasks: Mapping[str, Schedule] | Iterable[DeclaredTask] | None = None,
         namespace: str | None = None,
         runs: int = DEFAULT_RUNS,
         history: int = DEFAULT_HISTORY,
@@ -115,6 +122,7 @@ class StatusPage:
         cache: float = DEFAULT_CACHE,
         actions: bool = False,
         authorize: Authorize | None = None,
+        trusted_origins: Iterable[str] = (),
     ) -> None:
         if not cache >= 0:
             raise ValueError("cache must be a number of seconds, 0 or more")
@@ -130,13 +138,24 @@ class StatusPage:
             )
         if authorize is not None and not actions:
             raise ValueError("authorize= guards the actions: pass actions=True too")
+        if isinstance(trusted_origins, str):
+            raise ValueError("trusted_origins is a list of origins, not one string")
+        trusted = {}
+        for origin in trusted_origins:
+            parsed = origin_of(origin)
+            if parsed is None or origin.rstrip("/").count("/") != 2:
+                raise ValueError(
+                    f"trusted_origins: {origin!r} is not an origin (scheme://host[:port])"
+                )
+            trusted[origin] = parsed
+        self.trusted_origins = frozenset(trusted.values())
         self.scheduler: Scheduler | None
         if isinstance(source, LeaseStore):
             if actions:
                 raise ValueError("actions need a Scheduler source (they call its methods)")
             self.scheduler = None
             self._store = source
-            self._tasks = dict(tasks) if tasks is not None else None
+            self._tasks = _declared(tasks, namespace)
             self.namespace = namespace
         else:
             if tasks is not None or namespace is not None:
@@ -168,25 +187,14 @@ class StatusPage:
 
     def declared(self) -> dict[str, Schedule] | None:
         """Full task name -> schedule, or None when only lease rows are known."""
-        if self.scheduler is not None:
-            return {task.full_name: task.schedule for task in self.scheduler.tasks.values()}
-        return self._tasks
+        tasks = self.declared_tasks()
+        return None if tasks is None else {task.name: task.schedule for task in tasks}
 
     def declared_tasks(self) -> list[DeclaredTask] | None:
         """The tasks whose status the page shows, or None: every lease row is one."""
         if self.scheduler is not None:
             return [DeclaredTask.of(task) for task in self.scheduler.tasks.values()]
-        if self._tasks is None:
-            return None
-        prefix = len(self.namespace) + 1 if self.namespace else 0
-        return [
-            DeclaredTask(
-                name=name,
-                schedule=schedule,
-                task=name[prefix:] if in_namespace(name, self.namespace) else name,
-            )
-            for name, schedule in self._tasks.items()
-        ]
+        return None if self._tasks is None else list(self._tasks)
 
     def collect(self) -> dict[str, Any]:
         """The page's data: the cached snapshot's if it is younger than ``cache``."""
@@ -224,22 +232,27 @@ class StatusPage:
         base: str,
         *,
         headers: Mapping[str, str] | None = None,
-        body: bytes = b"",
+        body: bytes | None = b"",
         client: str | None = None,
         secure: bool = False,
         raw: Mapping[str, Any] | None = None,
     ) -> Response:
         """Status, headers and body for one request (``path`` relative to the mount point,
-        ``base`` the mount point, ``headers`` with lower-case names)."""
+        ``base`` the mount point as decoded, ``headers`` with lower-case names, ``body``
+        None when the request gave no length)."""
         headers = headers or {}
+        # encoded once, for every URL and the cookie's Path= made from it
+        base = quote(base, safe="/")
         if path == ACTION_PATH and self.actions:
             if method != "POST":
                 return plain(405, "Method Not Allowed: an action is a POST", allow="POST")
+            if body is None:
+                return plain(411, "Length Required: an action's form has a length", actions=True)
 
             def asked(action: str, task: str) -> ActionRequest:
                 return ActionRequest(action, task, method, path, headers, client, raw or {})
 
-            return self._act(body, headers.get("content-type", ""), asked, base)
+            return self._act(body, headers, secure, asked, base)
         if path not in ("", "/", JSON_PATH, TASK_PATH):
             return plain(404, "Not Found", actions=self.actions)
         if method not in ("GET", "HEAD"):
@@ -254,7 +267,7 @@ class StatusPage:
         extra: list[tuple[str, str]] = []
         token = None
         if self.actions:  # the forms carry the cookie's value (double submit: actions.py)
-            token = csrf_cookie(headers)
+            token = csrf_cookie(headers, secure)
             if token is None:
                 token = new_token()
                 extra.append(set_cookie(token, base, secure))
@@ -293,23 +306,33 @@ class StatusPage:
         return overview, next((task for task in rows if task["name"] == name), None)
 
     def _act(
-        self, body: bytes, content_type: str, asked: Callable[[str, str], ActionRequest], base: str
+        self,
+        body: bytes,
+        headers: Mapping[str, str],
+        secure: bool,
+        asked: Callable[[str, str], ActionRequest],
+        base: str,
     ) -> Response:
         assert self.scheduler is not None and self.authorize is not None  # (__init__ checks)
         try:
             action = check(
-                form=body, content_type=content_type, request=asked, authorize=self.authorize
+                form=body,
+                content_type=headers.get("content-type", ""),
+                headers=headers,
+                secure=secure,
+                trusted=self.trusted_origins,
+                resolve=resolver(self.scheduler),
+                request=asked,
+                authorize=self.authorize,
             )
             perform(self.scheduler, action)
-        except Refused as refused:
+        except Refused as refused:  # nothing changed: the snapshots stay
             return plain(refused.code, str(refused), actions=True)
-        finally:
-            self.forget_snapshots()
-        name = full_name(action.task, self.namespace)
+        self.forget_snapshots()
         # Post/Redirect/Get: reloading the page it lands on does not post the action again
-        location = f"{base}{TASK_PATH}?name={quote(name, safe='')}"
-        code, headers, text = plain(303, f"{action.action}: done", actions=True)
-        return code, [*headers, ("Location", location)], text
+        location = f"{base}{TASK_PATH}?name={quote(action.task, safe='')}"
+        code, answer, text = plain(303, f"{action.action}: done", actions=True)
+        return code, [*answer, ("Location", location)], text
 
     def wsgi(self, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
         return adapters.wsgi(self, environ, start_response)
@@ -332,3 +355,26 @@ def wsgi_app(
     """The status page as a WSGI app (mount it with e.g. Werkzeug's DispatcherMiddleware);
     ``options`` are :class:`StatusPage`'s."""
     return StatusPage(source, **options).wsgi
+
+
+def _declared(
+    tasks: Mapping[str, Schedule] | Iterable[DeclaredTask] | None, namespace: str | None
+) -> list[DeclaredTask] | None:
+    """A store's page's tasks: given whole, or built from a map of full names to schedules."""
+    if tasks is None:
+        return None
+    if not isinstance(tasks, Mapping):
+        declared = list(tasks)
+        for task in declared:
+            if not isinstance(task, DeclaredTask):
+                raise ValueError(f"tasks= lists DeclaredTask values, not {task!r}")
+        return declared
+    prefix = len(namespace) + 1 if namespace else 0
+    return [
+        DeclaredTask(
+            name=name,
+            schedule=schedule,
+            task=name[prefix:] if in_namespace(name, namespace) else name,
+        )
+        for name, schedule in tasks.items()
+    ]

@@ -91,7 +91,10 @@ def _row(task: Mapping[str, Any], base: str, token: str | None, now: Any) -> str
         f"<td>{last_run_cell(task, now)}</td>",
         f"<td>{outcome_strip(task['recent_outcomes'])}</td>",
         f"<td>{relative(task['last_success_at'], now)}</td>",
-        f"<td>{relative(task['next_fire_time'], now)}</td>",
+        # (a disabled task has no next fire: said so, as `cronlease status` does)
+        "<td>disabled</td>"
+        if task["enabled"] is False
+        else f"<td>{relative(task['next_fire_time'], now)}</td>",
         f"<td>{skipped_text(task['skipped'])}</td>",
         f"<td>{e(task['holder'])}</td>",
     ]

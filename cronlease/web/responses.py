@@ -21,6 +21,7 @@ REASONS = {
     403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
+    411: "Length Required",
     413: "Content Too Large",
     415: "Unsupported Media Type",
     503: "Service Unavailable",
@@ -31,7 +32,9 @@ def security(actions: bool) -> list[tuple[str, str]]:
     return [
         ("Content-Security-Policy", CSP_ACTIONS if actions else CSP_READ_ONLY),
         ("X-Content-Type-Options", "nosniff"),
-        ("Referrer-Policy", "no-referrer"),
+        # not no-referrer: that makes browsers send "Origin: null" on the page's own
+        # forms, which is what any page with that policy sends too (actions.py)
+        ("Referrer-Policy", "same-origin"),
         ("Cache-Control", "no-store"),
     ]
 

@@ -19,6 +19,7 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from cronlease import LeaseStore, Scheduler
 from cronlease.web import ActionRequest, StatusPage, asgi_app, wsgi_app
+from tests.support.leases import paused
 from tests.support.procs import wait_for
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
@@ -33,11 +34,6 @@ def scheduler(db_url: str, task_name: str) -> Iterator[Scheduler]:
     scheduler.runner.ensure_schema()
     yield scheduler
     scheduler.runner.close()
-
-
-def paused(scheduler: Scheduler, name: str) -> bool:
-    rows = scheduler.store.leases([name])
-    return bool(rows) and rows[0].paused
 
 
 def token_of(client: httpx.Client, path: str = "/") -> str:
@@ -93,6 +89,7 @@ def test_each_refusal_and_a_pause_done(scheduler: Scheduler, task_name: str) -> 
         form = {"task": task_name, "do": "pause", "csrf": token}
 
         def post(data: dict[str, str], **headers: str) -> httpx.Response:
+            headers.setdefault("origin", "http://page")  # as a browser sends on a form's POST
             return client.post("/ops/action", data=data, headers=headers)
 
         assert client.get("/ops/action").status_code == 405  # an action is never a GET
@@ -102,7 +99,11 @@ def test_each_refusal_and_a_pause_done(scheduler: Scheduler, task_name: str) -> 
         assert post(form, origin="https://evil.example").status_code == 403
         assert post(form, **{"sec-fetch-site": "cross-site"}).status_code == 403
         assert post({**form, "do": "drop"}).status_code == 400
-        wrong_type = client.post("/ops/action", content=b"task=x", headers={"content-type": "x/y"})
+        wrong_type = client.post(
+            "/ops/action",
+            content=b"task=x",
+            headers={"content-type": "x/y", "origin": "http://page"},
+        )
         assert wrong_type.status_code == 415
         assert asked == []  # none of these reached the application's hook
         verdict["allow"] = False
@@ -110,22 +111,22 @@ def test_each_refusal_and_a_pause_done(scheduler: Scheduler, task_name: str) -> 
         assert refused.status_code == 403 and "not authorized" in refused.text
         verdict["allow"] = "raise"
         assert post(form).status_code == 403  # an error in the hook refuses
-        assert not paused(scheduler, task_name)
+        assert not paused(scheduler.store, task_name)
         verdict["allow"] = True
         assert post({**form, "task": "nosuch"}).status_code == 404
         cookie_jar = client.cookies
         client.cookies = httpx.Cookies()
         assert post(form).status_code == 403  # the form's token without the cookie
         client.cookies = cookie_jar
-        done = post(form, origin="http://page")
+        done = post(form)
         assert done.status_code == 303, done.text
         assert done.headers["location"] == f"/ops/task?name={task_name}"
-        assert paused(scheduler, task_name)
+        assert paused(scheduler.store, task_name)
         # the redirect's page shows the effect at once (the 60 s snapshot was dropped)
         after = client.get(done.headers["location"])
         assert 'class="s-paused">paused' in after.text and 'value="resume"' in after.text
         assert post({**form, "do": "resume"}).status_code == 303
-        assert not paused(scheduler, task_name)
+        assert not paused(scheduler.store, task_name)
     request = asked[-1]
     assert (request.action, request.task, request.method) == ("resume", task_name, "POST")
     assert request.headers["content-type"] == "application/x-www-form-urlencoded"
@@ -137,15 +138,16 @@ def test_run_now_through_the_asgi_app(scheduler: Scheduler, task_name: str) -> N
 
     async def go() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://page") as client:
+        options: dict[str, Any] = {"base_url": "http://page", "headers": {"origin": "http://page"}}
+        async with (
+            httpx.AsyncClient(transport=transport, **options) as client,
+            httpx.AsyncClient(transport=transport, **options) as other,
+        ):
             page = await client.get("/")
             token = re.findall(r'name="csrf" value="([^"]+)"', page.text)[0]
-            no_cookie = await httpx.AsyncClient(transport=transport, base_url="http://page").post(
-                "/action", data={"task": task_name, "do": "run", "csrf": token}
-            )
-            done = await client.post(
-                "/action", data={"task": task_name, "do": "run", "csrf": token}
-            )
+            form = {"task": task_name, "do": "run", "csrf": token}
+            no_cookie = await other.post("/action", data=form)
+            done = await client.post("/action", data=form)
             return page, no_cookie, done
 
     page, no_cookie, done = asyncio.run(go())

@@ -20,6 +20,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -719,12 +720,11 @@ def test_the_example_config_runs_a_call_task_and_a_command_task(
     assert (examples / "cronlease.db").exists() and not (tmp_path / "cronlease.db").exists()
 
 
-def test_web_serves_the_status_page_until_sigterm(tmp_path: Path) -> None:
-    url = url_for("sqlite", tmp_path)
-    write_config(tmp_path, url, '[tasks.shown]\ncommand = "true"\nevery = "1h"\n')
-    assert cli("init-db", cwd=tmp_path).returncode == 0
+@contextmanager
+def web_page(tmp_path: Path, *args: str) -> Iterator[str]:
+    """``cronlease web --port 0`` running: its page's URL; SIGTERM ends it, with status 0."""
     proc = subprocess.Popen(
-        [*CLI, "web", "--port", "0"],
+        [*CLI, "web", "--port", "0", *args],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -737,14 +737,54 @@ def test_web_serves_the_status_page_until_sigterm(tmp_path: Path) -> None:
         assert line.startswith("status page on http://127.0.0.1:"), (
             proc.stderr.read() if proc.stderr else ""
         )
-        page_url = line.split(" on ", 1)[1].strip()
-        with urllib.request.urlopen(page_url, timeout=10) as response:
-            html = response.read().decode()
-        assert "shown" in html
-        with urllib.request.urlopen(page_url + "status.json", timeout=10) as response:
-            data = json.loads(response.read())
-        assert [task["name"] for task in data["tasks"]] == ["shown"]
+        yield line.split(" on ", 1)[1].strip()
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
     assert code == 0
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_web_serves_the_status_page_until_sigterm(tmp_path: Path) -> None:
+    url = url_for("sqlite", tmp_path)
+    write_config(tmp_path, url, '[tasks.shown]\ncommand = "true"\nevery = "1h"\n')
+    assert cli("init-db", cwd=tmp_path).returncode == 0
+    with web_page(tmp_path) as page_url:
+        with urllib.request.urlopen(page_url, timeout=10) as response:
+            html = response.read().decode()
+        assert "shown" in html
+        data = get_json(page_url + "status.json")
+        assert [task["name"] for task in data["tasks"]] == ["shown"]
+
+
+def test_web_judges_the_config_tasks_as_status_does(tmp_path: Path) -> None:
+    """The page of ``cronlease web -c FILE`` knows each task's alert_after and enabled."""
+    url = url_for("sqlite", tmp_path)
+    body = """\
+        [tasks.flaky]
+        command = "false"
+        every = "1h"
+        alert_after = 3
+
+        [tasks.off]
+        command = "true"
+        every = "1h"
+        enabled = false
+    """
+    config = write_config(tmp_path, url, body)
+    store = LeaseStore.from_url(url)
+    store.create_tables()
+    record_attempts(store, "flaky", past_slot(60), ["failed", "failed"])
+    store.dispose()
+    with web_page(tmp_path, "-c", str(config)) as page_url:
+        tasks = {task["name"]: task for task in get_json(page_url + "status.json")["tasks"]}
+        with urllib.request.urlopen(page_url, timeout=10) as response:
+            html = response.read().decode()
+    flaky, off = tasks["flaky"], tasks["off"]
+    assert flaky["consecutive_failures"] == 2 and flaky["shown_state"] != "failing"
+    assert off["enabled"] is False and off["next_fire_time"] is None
+    assert re.search(r'id="task-off".*?<td>disabled</td>', html)

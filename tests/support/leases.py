@@ -18,3 +18,9 @@ def set_lease_end(store: LeaseStore, name: str, expires_at: float) -> None:
     an old cursor with a fresh acquisition otherwise has it end just now."""
     with store.engine.begin() as conn:
         conn.execute(leases.update().where(leases.c.name == name).values(expires_at=expires_at))
+
+
+def paused(store: LeaseStore, name: str) -> bool:
+    """Whether the lease row of ``name`` says paused (no row yet: not paused)."""
+    rows = store.leases([name])
+    return bool(rows) and rows[0].paused
