@@ -150,7 +150,9 @@ def cmd_init_db(args: argparse.Namespace) -> int:
 def cmd_web(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config, fallback=True)
-    with open_store(url, config) as store:
+    # the command's page is read-only (no authorize hook on a command line): its reads
+    # leave a SQLite file's journal mode as it is, and read a read-only copy
+    with open_store(url, config, read_only=True) as store:
         serve(
             store,
             host=args.host,
