@@ -62,14 +62,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_HEAD = _record
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass  # the test reads the requests, not stderr
 
 
 @contextmanager
 def capture_server() -> Iterator[CaptureServer]:
     server = CaptureServer()
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="capture-server", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, args=(0.05,), name="capture-server", daemon=True
+    )
     thread.start()
     try:
         yield server
