@@ -27,6 +27,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -114,19 +115,15 @@ class Pinger:
             if self._pid != -1:  # a forked child: the parent's queue and thread are gone
                 self._queue = queue.Queue(QUEUE_SIZE)
             else:
-                atexit.register(self.flush, self._timeout)
+                _PINGERS.add(self)
             self._pid = os.getpid()
-            self._thread = threading.Thread(target=self._drain, name="cronlease-pings", daemon=True)
+            self._thread = threading.Thread(
+                target=_drain,
+                args=(self._queue, weakref.ref(self)),
+                name="cronlease-pings",
+                daemon=True,
+            )
             self._thread.start()
-
-    def _drain(self) -> None:
-        pings = self._queue
-        while True:
-            ping = pings.get()
-            try:
-                self.send(ping)
-            finally:
-                pings.task_done()
 
     def send(self, ping: Ping) -> None:
         """One ping, now; a failure is logged (once per streak), never raised."""
@@ -165,3 +162,28 @@ class Pinger:
 
         threading.Thread(target=wait, name="cronlease-pings-flush", daemon=True).start()
         return done.wait(timeout)
+
+
+def _drain(pings: queue.Queue[Ping], pinger: weakref.ref[Pinger]) -> None:
+    """The sender thread: holds the queue, and its pinger only weakly (so a scheduler
+    that is gone takes its thread with it, at its next ping)."""
+    while True:
+        ping = pings.get()
+        try:
+            sender = pinger()
+            if sender is None:
+                return
+            sender.send(ping)
+            del sender
+        finally:
+            pings.task_done()
+
+
+# weak: a scheduler that is gone takes its pinger with it; at exit the living ones flush
+_PINGERS: weakref.WeakSet[Pinger] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for pinger in list(_PINGERS):
+        pinger.flush(PING_TIMEOUT)
