@@ -88,3 +88,33 @@ def test_a_running_scheduler_ends_each_span_it_started(tmp_path: Path, task_name
     slots = [dict(span.attributes or {})["cronlease.slot"] for span in runs()]
     assert len(set(slots)) == len(slots)
     assert {dict(span.attributes or {})["cronlease.outcome"] for span in runs()} == {"succeeded"}
+
+
+def test_a_retried_slot_is_a_span_per_attempt(tmp_path: Path, task_name: str) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    scheduler = Scheduler(url_for("sqlite", tmp_path))
+    calls: list[int] = []
+
+    def fails_once() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("first attempt fails")
+
+    task = scheduler.add_task(fails_once, every="1h", name=task_name, retries=2, retry_delay="0.1s")
+    instrument(scheduler, tracer_provider=provider)
+
+    def runs() -> list[ReadableSpan]:
+        return [s for s in exporter.get_finished_spans() if s.name == f"cronlease.run {task_name}"]
+
+    with scheduler:
+        assert scheduler.runner.run_tick(task, datetime.now(timezone.utc)) == "failed"
+        wait_for(lambda: len(runs()) >= 2, 15, "the retry's span", interval=0.02)
+    attributes = [dict(span.attributes or {}) for span in runs()]
+    assert [(a["cronlease.attempt"], a["cronlease.outcome"]) for a in attributes] == [
+        (1, "failed"),
+        (2, "succeeded"),
+    ]
+    assert attributes[0]["cronlease.slot"] == attributes[1]["cronlease.slot"]
+    assert attributes[0]["cronlease.fence"] != attributes[1]["cronlease.fence"]
