@@ -13,8 +13,10 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
+from cronlease._events import EventBus, RunFinished, RunStarted
 from cronlease._lease.names import normal_form
 from cronlease._lease.store import LeaseStore
+from cronlease._run.pings import Pinger
 from cronlease._run.watcher import watcher_task
 from cronlease._task import Task
 from cronlease.errors import ConfigError, UnknownTaskError
@@ -32,6 +34,9 @@ class TaskDeclarations:
     _tasks: dict[str, Task]
     _by_name: dict[str, Task]
     _lock: threading.RLock
+    events: EventBus
+    #: made by the first task with a ping_url: a scheduler without one has no listener
+    _pinger: Pinger | None = None
 
     def _on_declared(self, task: Task) -> None:
         """Called under the lock for each task declared; the running scheduler fires it."""
@@ -62,6 +67,7 @@ class TaskDeclarations:
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
         alert_after: int = 1,
+        ping_url: str | None = None,
     ) -> Callable[[F], F]: ...
 
     def task(self, func: Any = None, /, **options: Any) -> Any:
@@ -80,6 +86,8 @@ class TaskDeclarations:
         slot whose replica died mid-run again on a survivor (README, "Retries and
         crash recovery"). ``alert_after=N``: health() and ``status --check`` report the
         task failing once N runs in a row failed (default 1; README, "Failure alerts").
+        ``ping_url=`` pings a Healthchecks-style URL as each run starts and ends
+        (README, "Healthchecks-style pings").
         Raises :class:`ConfigError` for an invalid declaration or a duplicate
         name. Returns the function unchanged.
         """
@@ -116,7 +124,15 @@ class TaskDeclarations:
             self._on_declared(task)
             if task.wants_attempts:
                 self._bring_watcher()
+            if task.ping_url is not None and self._pinger is None:
+                self._pinger = Pinger(self._ping_url_of)
+                self.events.listen(self._pinger.on_event, RunStarted, RunFinished)
         return task
+
+    def _ping_url_of(self, full_name: str) -> str | None:
+        # a plain dict read: the listener runs on workers, without the declarations' lock
+        task = self._tasks.get(full_name)
+        return task.ping_url if task is not None else None
 
     def _bring_watcher(self) -> None:
         """The first task that wants attempts brings the stuck watcher (built-in, leased)."""

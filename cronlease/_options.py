@@ -13,6 +13,7 @@ Task and on :class:`~cronlease.config.TaskSpec`.
 from __future__ import annotations
 
 import difflib
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -183,6 +184,18 @@ def _kwargs(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+def _ping_url(value: Any) -> str:
+    url = _string("https://hc-ping.com/<uuid>")(value)
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ConfigError(
+            "must be an http:// or https:// URL without a query, such as "
+            f"'https://hc-ping.com/<uuid>', not {url!r}"
+        )
+    # "/start" and "/fail" are appended: a trailing slash would make them "//start"
+    return url.rstrip("/")
+
+
 def _every(value: Any) -> Any:
     if not isinstance(value, (str, int, float, timedelta)) or isinstance(value, bool):
         raise ConfigError(
@@ -210,6 +223,7 @@ OPTIONS: Mapping[str, Option] = {
         Option("args", (), _args),
         Option("kwargs", {}, _kwargs),
         Option("alert_after", 1, _whole(1, MAX_ALERT_AFTER)),
+        Option("ping_url", None, _optional(_ping_url)),
     )
 }
 #: the keys that together make the task's ``schedule``

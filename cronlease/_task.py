@@ -180,6 +180,9 @@ class Task:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     #: runs failed in a row before health() and ``status --check`` call the task failing
     alert_after: int = 1
+    #: Healthchecks-style pings: ``/start``, the URL on success, ``/fail``
+    #: (:mod:`cronlease._run.pings`)
+    ping_url: str | None = None
     full_name: str = field(init=False)
     #: where the RunContext goes: None (not passed), "" (first argument) or a keyword
     context_as: str | None = field(init=False, repr=False)

@@ -41,6 +41,7 @@ class TaskSpec:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     alert_after: int = 1
+    ping_url: str | None = None
     lease_ttl: float | None = None
     grace: float | None = None
     timeout: float | None = None
