@@ -62,6 +62,7 @@ class TaskDeclarations:
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
         alert_after: int = 1,
+        jitter: object = 0,
     ) -> Callable[[F], F]: ...
 
     def task(self, func: Any = None, /, **options: Any) -> Any:
@@ -80,6 +81,8 @@ class TaskDeclarations:
         slot whose replica died mid-run again on a survivor (README, "Retries and
         crash recovery"). ``alert_after=N``: health() and ``status --check`` report the
         task failing once N runs in a row failed (default 1; README, "Failure alerts").
+        ``jitter="30s"`` starts each scheduled tick up to that long after its slot, by an
+        offset every replica derives alike from the task and slot (README, "Jitter").
         Raises :class:`ConfigError` for an invalid declaration or a duplicate
         name. Returns the function unchanged.
         """

@@ -1,7 +1,8 @@
 """Admission: the per-tick checks before any database work (docs/design.md §4).
 
-In this order, for every tick however it began: shutdown, then grace, then
-local overlap. Grace comes before the acquisition so that a tick that waited
+In this order, for every tick however it began: shutdown, then grace (from the
+tick's jittered start: :mod:`cronlease._timing.jitter`), then local overlap.
+Grace comes before the acquisition so that a tick that waited
 in a queue never takes a lease it is too late to use; overlap is checked
 here so that a task still running on this replica costs no statement. What
 survives becomes an :class:`AcquireRequest` — or, for an ``attempt`` tick
@@ -121,7 +122,10 @@ class Admission:
             if timing is None:
                 timing = timings[key] = _timing(task, fire_time, now)
             grace = timing.grace if task.grace is None else task.grace
-            if tick.kind == "scheduled" and timing.lateness > grace:
+            # the grace counts from the jittered start: the offset is the tick's own wait
+            start = task.jitter_for(fire_time) if task.jitter else 0.0
+            lateness = timing.lateness - start
+            if tick.kind == "scheduled" and lateness > grace:
                 self._stats.add("ticks_missed")
                 self._skips.skipped(task, timing.slot, "misfire")
                 self._streaks.warn(
@@ -131,7 +135,7 @@ class Admission:
                     "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
                     task.full_name,
                     fire_time.isoformat(),
-                    timing.lateness,
+                    lateness,
                     grace,
                 )
                 continue
@@ -175,7 +179,9 @@ class Admission:
             # A retry keeps its tick's deadline: it may be picked up again (a lease
             # renewed meanwhile) and must still start within the grace.
             pickup_until = (
-                fire_time.timestamp() + grace if tick.kind in ("scheduled", "retry") else None
+                fire_time.timestamp() + start + grace
+                if tick.kind in ("scheduled", "retry")
+                else None
             )
             candidates.append(Candidate(tick, request, pickup_until))
         return candidates

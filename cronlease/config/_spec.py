@@ -50,6 +50,7 @@ class TaskSpec:
     retries: int = 0
     retry_delay: float = DEFAULT_RETRY_DELAY
     recover: bool = False
+    jitter: float = 0.0
     line: int | None = None
 
     @property
