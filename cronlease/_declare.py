@@ -63,6 +63,7 @@ class TaskDeclarations:
         kwargs: Mapping[str, Any] | None = None,
         alert_after: int = 1,
         jitter: object = 0,
+        roles: Sequence[str] = (),
     ) -> Callable[[F], F]: ...
 
     def task(self, func: Any = None, /, **options: Any) -> Any:
@@ -83,6 +84,8 @@ class TaskDeclarations:
         task failing once N runs in a row failed (default 1; README, "Failure alerts").
         ``jitter="30s"`` starts each scheduled tick up to that long after its slot, by an
         offset every replica derives alike from the task and slot (README, "Jitter").
+        ``roles=["reports"]`` runs it only on replicas with one of those roles
+        (``Scheduler(roles=...)``; README, "Roles").
         Raises :class:`ConfigError` for an invalid declaration or a duplicate
         name. Returns the function unchanged.
         """

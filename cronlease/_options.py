@@ -19,6 +19,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from cronlease._roles import parse_roles
 from cronlease._timing.schedule import Schedule, parse_duration
 from cronlease.errors import ConfigError
 
@@ -219,6 +220,7 @@ OPTIONS: Mapping[str, Option] = {
         Option("kwargs", {}, _kwargs),
         Option("alert_after", 1, _whole(1, MAX_ALERT_AFTER)),
         Option("jitter", 0.0, _jitter),
+        Option("roles", (), parse_roles),
     )
 }
 #: the keys that together make the task's ``schedule``

@@ -185,6 +185,8 @@ class Task:
     #: seconds at most a scheduled tick starts after its slot, the same on every replica
     #: (:mod:`cronlease._timing.jitter`); 0: at the slot
     jitter: float = 0.0
+    #: replicas with none of these roles never run it (:mod:`cronlease._roles`); (): any
+    roles: tuple[str, ...] = ()
     full_name: str = field(init=False)
     #: where the RunContext goes: None (not passed), "" (first argument) or a keyword
     context_as: str | None = field(init=False, repr=False)

@@ -138,7 +138,8 @@ class Acquisition:
                 grace = task.grace_for(tick.fire_time)
                 timing = timings[key] = (slot_of(tick.fire_time), min(BACKUP_DELAY, grace / 4))
             slot, delay = timing
-            place = view.ranking.place(task.full_name, slot)
+            ranking = view.ranking_for(task.roles) if task.roles else view.ranking
+            place = ranking.place(task.full_name, slot)
             if place == PREFERRED:
                 if wait:
                     later.append((start + wait, tick))

@@ -1,8 +1,9 @@
 """Admission: the per-tick checks before any database work (docs/design.md §4).
 
 In this order, for every tick however it began: shutdown, then grace (from the
-tick's jittered start: :mod:`cronlease._timing.jitter`), then local overlap.
-Grace comes before the acquisition so that a tick that waited
+tick's jittered start: :mod:`cronlease._timing.jitter`), then local overlap;
+before all, a task whose roles this replica has none of is dropped (manual runs
+excepted: asked for here). Grace comes before the acquisition so that a tick that waited
 in a queue never takes a lease it is too late to use; overlap is checked
 here so that a task still running on this replica costs no statement. What
 survives becomes an :class:`AcquireRequest` — or, for an ``attempt`` tick
@@ -25,6 +26,7 @@ from typing import NamedTuple
 
 from cronlease._events import EventBus, SkipReason, TickSkipped
 from cronlease._lease.model import AcquireRequest, AttemptRequest
+from cronlease._roles import can_run
 from cronlease._run.log_streaks import LogStreaks
 from cronlease._run.ticks import Tick, Timing
 from cronlease._stats import Stats
@@ -83,8 +85,11 @@ class Skips:
 class Admission:
     """Decides which ticks go on to the database."""
 
-    def __init__(self, holder: str, stats: Stats, skips: Skips) -> None:
+    def __init__(
+        self, holder: str, stats: Stats, skips: Skips, roles: tuple[str, ...] = ()
+    ) -> None:
         self._holder = holder
+        self._roles = roles
         self._stats = stats
         self._skips = skips
         self._streaks = LogStreaks(logger)  # misfire warnings: once per streak
@@ -113,6 +118,10 @@ class Admission:
         candidates: list[Candidate] = []
         for tick in ticks:
             task, fire_time = tick.task, tick.fire_time
+            if task.roles and tick.kind != "manual" and not can_run(task.roles, self._roles):
+                # not this replica's to run (it fires none, but catch-up and the attempt
+                # poll see every declared task): no skip, the replicas with the role run it
+                continue
             if tick.kind == "manual":
                 # The lease alone decides a manual run: no grace, no local overlap.
                 candidates.append(Candidate(tick, self._manual_request(task, fire_time), None))

@@ -88,6 +88,8 @@ BAD_VALUES: list[tuple[str, str, object]] = [
     ("jitter", '"soon"', "soon"),
     # more than half the 5 s gap: the jittered start and its grace would reach the next slot
     ("jitter", '"3s"', "3s"),
+    ("roles", '"reports"', "reports"),
+    ("roles", '["no spaces"]', ["no spaces"]),
 ]
 
 
