@@ -68,6 +68,8 @@ class TaskDeclarations:
         kwargs: Mapping[str, Any] | None = None,
         alert_after: int = 1,
         ping_url: str | None = None,
+        jitter: object = 0,
+        roles: Sequence[str] = (),
     ) -> Callable[[F], F]: ...
 
     def task(self, func: Any = None, /, **options: Any) -> Any:
@@ -88,6 +90,10 @@ class TaskDeclarations:
         task failing once N runs in a row failed (default 1; README, "Failure alerts").
         ``ping_url=`` pings a Healthchecks-style URL as each run starts and ends
         (README, "Healthchecks-style pings").
+        ``jitter="30s"`` starts each scheduled tick up to that long after its slot, by an
+        offset every replica derives alike from the task and slot (README, "Jitter").
+        ``roles=["reports"]`` runs it only on replicas with one of those roles
+        (``Scheduler(roles=...)``; README, "Roles").
         Raises :class:`ConfigError` for an invalid declaration or a duplicate
         name. Returns the function unchanged.
         """

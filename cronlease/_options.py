@@ -20,6 +20,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from cronlease._roles import parse_roles
 from cronlease._timing.schedule import Schedule, parse_duration
 from cronlease.errors import ConfigError
 
@@ -31,6 +32,7 @@ __all__ = [
     "OPTIONS",
     "SCHEDULE_KEYS",
     "OptionError",
+    "check_jitter",
     "parse_options",
     "schedule_of",
     "type_name",
@@ -204,6 +206,13 @@ def _every(value: Any) -> Any:
     return value
 
 
+def _jitter(value: Any) -> float:
+    # 0 (the default) is no jitter, where a zero duration elsewhere is a mistake
+    if type(value) in (int, float) and value == 0:
+        return 0.0
+    return _duration("jitter", DAY)(value)
+
+
 OPTIONS: Mapping[str, Option] = {
     option.key: option
     for option in (
@@ -224,6 +233,8 @@ OPTIONS: Mapping[str, Option] = {
         Option("kwargs", {}, _kwargs),
         Option("alert_after", 1, _whole(1, MAX_ALERT_AFTER)),
         Option("ping_url", None, _optional(_ping_url)),
+        Option("jitter", 0.0, _jitter),
+        Option("roles", (), parse_roles),
     )
 }
 #: the keys that together make the task's ``schedule``
@@ -265,7 +276,28 @@ def schedule_of(values: Mapping[str, Any]) -> Schedule:
         raise OptionError("anchor", "applies to every schedules only")
     try:
         if every is not None:
-            return Schedule.every(every, anchor=values.get("anchor"))
-        return Schedule.cron(str(cron), timezone=values.get("timezone"))
+            schedule = Schedule.every(every, anchor=values.get("anchor"))
+        else:
+            schedule = Schedule.cron(str(cron), timezone=values.get("timezone"))
     except ConfigError as exc:
         raise OptionError("every" if every is not None else "cron", str(exc)) from None
+    check_jitter(float(values.get("jitter") or 0.0), schedule)
+    return schedule
+
+
+def check_jitter(jitter: float, schedule: Schedule) -> None:
+    """OptionError unless ``jitter`` is at most half the schedule's smallest gap.
+
+    Half: a jittered start must leave its grace (half the gap by default) before the
+    next fire time, so one slot's run never delays the next slot's. A cron schedule's
+    gaps can vary beyond those measured here (a DST change): each tick's offset is
+    clamped to half its own gap as well (:func:`cronlease._timing.jitter.offset`)."""
+    if jitter <= 0:
+        return
+    most = schedule.smallest_gap() / 2
+    if jitter > most:
+        raise OptionError(
+            "jitter",
+            f"must be at most half the gap between fire times ({most:g} s for {schedule}), "
+            f"not {jitter:g} s",
+        )

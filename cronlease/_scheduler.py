@@ -11,7 +11,7 @@ import socket
 import threading
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -23,6 +23,7 @@ from cronlease._lease.database import scheduler_engine
 from cronlease._lease.model import Outcome, check_task_name
 from cronlease._lease.settings import PoolKeywords
 from cronlease._lease.store import LeaseStore
+from cronlease._roles import replica_roles
 from cronlease._run.attempt_poll import AttemptPoll
 from cronlease._run.clock_watch import ClockWatch
 from cronlease._run.fire import Firing
@@ -66,6 +67,7 @@ class Scheduler(TaskDeclarations):
     child of a process where this scheduler runs start it again, as a replica of
     its own (gunicorn ``--preload`` with a scheduler started at import); by
     default a child only drops the inherited connections and schedules nothing.
+    ``roles``: this replica runs a task with roles only if it has one of them (README).
 
     The pool (§8; not with ``engine=``): ``pool_size`` connections kept (1),
     ``max_overflow`` more for bursts (2), ``pool_timeout`` s a checkout waits (10),
@@ -91,6 +93,7 @@ class Scheduler(TaskDeclarations):
         pool_timeout: float | None = None,
         pool_idle_timeout: float | None = None,
         connect_args: dict[str, Any] | None = None,
+        roles: Iterable[str] = (),
     ) -> None:
         if url is not None and engine is not None:
             raise ConfigError("give a database URL or an engine, not both")
@@ -108,6 +111,7 @@ class Scheduler(TaskDeclarations):
         if not shutdown_grace >= 0:
             raise ConfigError("shutdown_grace must be a number of seconds, 0 or more")
         self.namespace = namespace
+        self.roles = replica_roles(roles)
         self.holder = holder or default_holder()
         self.shutdown_grace = float(shutdown_grace)
         self.restart_after_fork = restart_after_fork
@@ -148,6 +152,7 @@ class Scheduler(TaskDeclarations):
             on_schema_ready=self._on_database_ready,
             events=self.events,
             max_workers=self._max_workers,
+            roles=self.roles,
         )
 
     def _on_declared(self, task: Task) -> None:
@@ -300,18 +305,12 @@ class Scheduler(TaskDeclarations):
         return self._hurry
 
     def hurry(self) -> None:
-        """End every wait of a shutdown in progress now (a second SIGINT/SIGTERM does this).
-
-        Safe to call from a signal handler.
-        """
+        """End every wait of a shutdown in progress now (a second signal); signal-safe."""
         self._hurry = True
 
     def run_forever(self) -> None:
-        """Start; block until SIGINT, SIGTERM or :meth:`shutdown` from elsewhere; then stop.
-
-        The shutdown takes at most :attr:`shutdown_grace`; a second signal
-        stops its waiting at once.
-        """
+        """Start; block until SIGINT, SIGTERM or :meth:`shutdown` from elsewhere; then stop
+        (within :attr:`shutdown_grace`; a second signal stops its waiting at once)."""
         with stop_signals(self._stop_requested.set, self.hurry):
             try:
                 self.start()

@@ -22,10 +22,12 @@ from cronlease._options import (
     OPTIONS,
     SCHEDULE_KEYS,
     OptionError,
+    check_jitter,
     parse_options,
     schedule_of,
 )
-from cronlease._timing.schedule import Schedule, time_of_slot
+from cronlease._timing import jitter
+from cronlease._timing.schedule import Schedule, slot_of, time_of_slot
 from cronlease.errors import ConfigError
 
 __all__ = [
@@ -183,6 +185,11 @@ class Task:
     #: Healthchecks-style pings: ``/start``, the URL on success, ``/fail``
     #: (:mod:`cronlease._run.pings`)
     ping_url: str | None = None
+    #: seconds at most a scheduled tick starts after its slot, the same on every replica
+    #: (:mod:`cronlease._timing.jitter`); 0: at the slot
+    jitter: float = 0.0
+    #: replicas with none of these roles never run it (:mod:`cronlease._roles`); (): any
+    roles: tuple[str, ...] = ()
     full_name: str = field(init=False)
     #: where the RunContext goes: None (not passed), "" (first argument) or a keyword
     context_as: str | None = field(init=False, repr=False)
@@ -205,6 +212,7 @@ class Task:
                 except ConfigError as exc:
                     raise _task_error(self.name, OptionError(key, str(exc))) from None
         try:
+            check_jitter(self.jitter, self.schedule)
             context_as = call_shape(self.func, self.args, self.kwargs, RunContext)
         except OptionError as exc:
             raise _task_error(self.name, exc) from None
@@ -269,6 +277,13 @@ class Task:
 
     def ttl(self, fire_time: datetime) -> float:
         return self.lease_ttl if self.lease_ttl is not None else self.schedule.ttl(fire_time)
+
+    def jitter_for(self, fire_time: datetime) -> float:
+        """Seconds after ``fire_time`` its scheduled tick starts (0 without jitter)."""
+        if not self.jitter:
+            return 0.0
+        gap = self.schedule.gap_after(fire_time)
+        return jitter.offset(self.full_name, slot_of(fire_time), self.jitter, gap)
 
     def grace_for(self, fire_time: datetime) -> float:
         return self.grace if self.grace is not None else self.schedule.grace(fire_time)

@@ -38,6 +38,7 @@ from cronlease._lease.schema import (
     members,
 )
 from cronlease._lease.sqlite_file import FileGuard
+from cronlease._roles import MAX_ROLES_LENGTH, decode
 from cronlease.errors import ConfigError
 
 __all__ = ["FleetStatements", "FleetStore", "Member", "MemberBeat", "Members"]
@@ -46,7 +47,7 @@ T = TypeVar("T")
 #: names per slot-check statement: far below every backend's bound-parameter limit
 CHUNK = 500
 
-_COLUMNS = "holder, namespace, task_set, started_at, renewed_at, expires_at"
+_COLUMNS = "holder, namespace, task_set, started_at, renewed_at, expires_at, roles"
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class MemberBeat:
     task_set: str
     ttl: float
     namespace: str = ""
+    #: the replica's roles, comma-joined (cronlease/_roles.py)
+    roles: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.holder, str) or not self.holder:
@@ -65,6 +68,8 @@ class MemberBeat:
             raise ConfigError(f"holder id {self.holder[:40]!r}... is too long")
         if len(self.namespace) > MAX_NAME_LENGTH:
             raise ConfigError(f"namespace {self.namespace[:40]!r}... is too long")
+        if len(self.roles) > MAX_ROLES_LENGTH:
+            raise ConfigError(f"roles {self.roles[:40]!r}... are too long")
         if not self.task_set or len(self.task_set) > MAX_TASK_SET_LENGTH:
             raise ConfigError(f"a task-set digest of 1 to {MAX_TASK_SET_LENGTH} characters")
         if not (isinstance(self.ttl, (int, float)) and math.isfinite(self.ttl) and self.ttl > 0):
@@ -81,6 +86,8 @@ class Member:
     started_at: float
     renewed_at: float
     expires_at: float
+    #: its roles (none for a row an older version wrote)
+    roles: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,7 @@ def _members(rows: Sequence[Any], db_now: float | None) -> Members:
                     started_at=float(row[3]),
                     renewed_at=float(row[4]),
                     expires_at=float(row[5]),
+                    roles=decode(row[6]),
                 )
                 for row in rows
             ),
@@ -142,8 +150,9 @@ class FleetStatements:
             "started_at": now,
             "renewed_at": now,
             "expires_at": now + bindparam("b_ttl", type_=Double),
+            "roles": bindparam("b_roles", type_=String),
         }
-        kept = ("namespace", "task_set", "renewed_at", "expires_at")
+        kept = ("namespace", "task_set", "renewed_at", "expires_at", "roles")
         self._upsert: Any = None
         if self._dialect == "sqlite":
             lite = sqlite.insert(members).values(**values)
@@ -190,13 +199,14 @@ class FleetStatements:
                 "b_namespaces": [b.namespace for b in ordered],
                 "b_task_sets": [b.task_set for b in ordered],
                 "b_ttls": [float(b.ttl) for b in ordered],
+                "b_roles": [b.roles for b in ordered],
             }
             rows = conn.execute(self._pg_renew, params).all()
-            db_now = float(rows[0][6])
+            db_now = float(rows[0][7])
             stale = sorted(row[0] for row in rows if float(row[5]) < db_now)
             if stale:  # rare: a replica died, or stopped without leaving
                 conn.execute(self._delete_expired, {"b_expired": stale})
-            return _members([row[:6] for row in rows if float(row[5]) >= db_now], db_now)
+            return _members([row[:7] for row in rows if float(row[5]) >= db_now], db_now)
         holders = [beat.holder for beat in beats]
         with conn.begin():
             conn.execute(
@@ -207,6 +217,7 @@ class FleetStatements:
                         "b_namespace": b.namespace,
                         "b_task_set": b.task_set,
                         "b_ttl": float(b.ttl),
+                        "b_roles": b.roles,
                     }
                     for b in sorted(beats, key=lambda beat: beat.holder)
                 ],
@@ -227,7 +238,7 @@ class FleetStatements:
     def _read(self, conn: Connection) -> Members:
         rows = conn.execute(self._live).all()
         if rows:
-            return _members([row[:6] for row in rows], rows[0][6])
+            return _members([row[:7] for row in rows], rows[0][7])
         return _members([], conn.execute(self._clock).scalar_one())
 
     def leave(self, conn: Connection, holders: Sequence[str]) -> None:
@@ -254,16 +265,18 @@ def _pg_renew(now: str) -> str:
 WITH batch AS (
     SELECT * FROM unnest(
         CAST(:b_holders AS text[]), CAST(:b_namespaces AS text[]),
-        CAST(:b_task_sets AS text[]), CAST(:b_ttls AS float8[])
-    ) AS b(holder, namespace, task_set, ttl)
+        CAST(:b_task_sets AS text[]), CAST(:b_ttls AS float8[]), CAST(:b_roles AS text[])
+    ) AS b(holder, namespace, task_set, ttl, roles)
 ), renewed AS (
     INSERT INTO {members.name} AS m ({_COLUMNS})
-    SELECT b.holder, b.namespace, b.task_set, {now}, {now}, {now} + b.ttl
+    SELECT b.holder, b.namespace, b.task_set, {now}, {now}, {now} + b.ttl, b.roles
       FROM batch b ORDER BY b.holder
     ON CONFLICT (holder) DO UPDATE
        SET namespace = excluded.namespace, task_set = excluded.task_set,
-           renewed_at = excluded.renewed_at, expires_at = excluded.expires_at
-    RETURNING m.holder, m.namespace, m.task_set, m.started_at, m.renewed_at, m.expires_at
+           renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
+           roles = excluded.roles
+    RETURNING m.holder, m.namespace, m.task_set, m.started_at, m.renewed_at, m.expires_at,
+              m.roles
 )
 SELECT {_COLUMNS}, {now} FROM renewed
 UNION ALL

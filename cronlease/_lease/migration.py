@@ -1,5 +1,12 @@
 """Creating the tables, and upgrading those of earlier versions in place.
 
+``cronlease_members`` of versions before roles (issue 16) lacks ``roles``:
+:func:`_add_member_roles` adds it (``NOT NULL DEFAULT ''``, so replicas of the
+old version, which do not name it, go on writing rows without roles). Member rows
+live seconds, so nothing is copied; a replica that loses the race to add it
+finds it there (PostgreSQL ``IF NOT EXISTS``, MySQL "duplicate column", SQLite
+checks again under its write lock).
+
 Databases made before attempts existed (issue 13) have ``cronlease_runs``
 without ``attempt`` and with the unique key ``cronlease_runs_slot_key`` (name,
 slot, manual). :func:`create_tables` adds the column (existing history becomes
@@ -29,7 +36,14 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from cronlease._lease.dialects.attempts import write_transaction
 from cronlease._lease.recovery import describe_error
-from cronlease._lease.schema import RUNS_ATTEMPT_KEY, RUNS_SLOT_KEY, metadata, runs
+from cronlease._lease.schema import (
+    RUNS_ATTEMPT_KEY,
+    RUNS_SLOT_KEY,
+    members,
+    metadata,
+    runs,
+)
+from cronlease._roles import MAX_ROLES_LENGTH
 from cronlease.errors import StoreError
 
 __all__ = ["create_tables", "upgrade_needed"]
@@ -54,9 +68,12 @@ def create_tables(engine: Engine) -> None:
                 with conn.begin():
                     metadata.create_all(conn, checkfirst=True)
                 needed = upgrade_needed(conn)
+                no_roles = _members_lack_roles(conn)
                 conn.rollback()  # the inspection's implicit transaction
                 if needed:
                     _upgrade(conn)
+                if no_roles:
+                    _add_member_roles(conn)
             return
         except SQLAlchemyError as exc:
             # Another replica created a table between our check and our CREATE.
@@ -69,6 +86,30 @@ def upgrade_needed(conn: Connection) -> bool:
     """Whether ``cronlease_runs`` is of a version before attempts (no ``attempt`` column)."""
     columns = {column["name"] for column in inspect(conn).get_columns(runs.name)}
     return "attempt" not in columns
+
+
+def _members_lack_roles(conn: Connection) -> bool:
+    return "roles" not in {c["name"] for c in inspect(conn).get_columns(members.name)}
+
+
+def _add_member_roles(conn: Connection) -> None:
+    column = f"roles VARCHAR({MAX_ROLES_LENGTH}) NOT NULL DEFAULT ''"
+    name = conn.dialect.name
+    if name == "postgresql":  # autocommit: the ALTER is its own transaction
+        conn.execute(text(f"ALTER TABLE {members.name} ADD COLUMN IF NOT EXISTS {column}"))
+    elif name in ("mysql", "mariadb"):
+        try:
+            conn.exec_driver_sql(f"ALTER TABLE {members.name} ADD COLUMN {column}")
+        except OperationalError as exc:
+            conn.rollback()
+            code = getattr(exc.orig, "args", (None,))[0]
+            if code not in _MYSQL_ALREADY_DONE or _members_lack_roles(conn):
+                raise
+    else:
+        with conn.begin():  # BEGIN IMMEDIATE: the second replica waits, then finds it
+            if _members_lack_roles(conn):
+                conn.exec_driver_sql(f"ALTER TABLE {members.name} ADD COLUMN {column}")
+    logger.info("cronlease: added roles to %s (issue 16)", members.name)
 
 
 def _upgrade(conn: Connection) -> None:

@@ -25,6 +25,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 
+from cronlease._roles import MAX_ROLES_LENGTH
+
 __all__ = [
     "MAX_ERROR_LENGTH",
     "MAX_FINGERPRINT_LENGTH",
@@ -123,5 +125,8 @@ members = Table(
     Column("started_at", Double, nullable=False),
     Column("renewed_at", Double, nullable=False),
     Column("expires_at", Double, nullable=False),
+    # the replica's roles, comma-joined (cronlease/_roles.py); added in place to tables of
+    # earlier versions (_lease/migration.py), whose replicas write none
+    Column("roles", String(MAX_ROLES_LENGTH), nullable=False, server_default=""),
     **MYSQL_TABLE_OPTIONS,
 )

@@ -104,22 +104,33 @@ class Acquisition:
 
     def stage(self, ticks: Sequence[Tick]) -> tuple[list[Tick], list[tuple[float, Tick]]]:
         """Split fired ticks into those to acquire now and [(monotonic time, tick)] to
-        acquire then, ``checked``; ticks left to the replicas ranked before this one
-        are dropped (counted ``ticks_left_to_peers``). The staging rule (module
-        docstring); only ``scheduled`` ticks are staged."""
+        acquire then; ticks left to the replicas ranked before this one are dropped
+        (counted ``ticks_left_to_peers``). The staging rule (module docstring); only
+        ``scheduled`` ticks are staged. A jittered tick waits for its offset here, on
+        the acquirer's timers (no thread of its own), before any rendezvous delay."""
         view = self._membership.view()
-        if view is None or view.size == 1:
+        alone = view is None or view.size == 1
+        if alone and not any(tick.task.jitter for tick in ticks):
             return list(ticks), []
         now: list[Tick] = []
         later: list[tuple[float, Tick]] = []
         timings: dict[tuple[str, datetime], tuple[int, float]] = {}
-        start = time.monotonic()
-        ranking, settled = view.ranking, view.settled
+        start, wall = time.monotonic(), time.time()
         left = 0
         for tick in ticks:
             task = tick.task
             if tick.kind != "scheduled" or tick.checked:
                 now.append(tick)
+                continue
+            wait = 0.0
+            if task.jitter:
+                jittered = tick.fire_time.timestamp() + task.jitter_for(tick.fire_time)
+                wait = max(0.0, jittered - wall)
+            if view is None or view.size == 1:
+                if wait:
+                    later.append((start + wait, tick))
+                else:
+                    now.append(tick)
                 continue
             key = (task.schedule.fingerprint, tick.fire_time)
             timing = timings.get(key)
@@ -127,13 +138,17 @@ class Acquisition:
                 grace = task.grace_for(tick.fire_time)
                 timing = timings[key] = (slot_of(tick.fire_time), min(BACKUP_DELAY, grace / 4))
             slot, delay = timing
+            ranking = view.ranking_for(task.roles) if task.roles else view.ranking
             place = ranking.place(task.full_name, slot)
             if place == PREFERRED:
-                now.append(tick)
+                if wait:
+                    later.append((start + wait, tick))
+                else:
+                    now.append(tick)
             elif place == BACKUP:
-                later.append((start + delay, tick._replace(checked=True)))
-            elif not settled:
-                later.append((start + 2 * delay, tick._replace(checked=True)))
+                later.append((start + wait + delay, tick._replace(checked=True)))
+            elif not view.settled:
+                later.append((start + wait + 2 * delay, tick._replace(checked=True)))
             else:
                 left += 1
         if left:

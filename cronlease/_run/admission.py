@@ -1,7 +1,9 @@
 """Admission: the per-tick checks before any database work (docs/design.md §4).
 
-In this order, for every tick however it began: shutdown, then grace, then
-local overlap. Grace comes before the acquisition so that a tick that waited
+In this order, for every tick however it began: shutdown, then grace (from the
+tick's jittered start: :mod:`cronlease._timing.jitter`), then local overlap;
+before all, a task whose roles this replica has none of is dropped (manual runs
+excepted: asked for here). Grace comes before the acquisition so that a tick that waited
 in a queue never takes a lease it is too late to use; overlap is checked
 here so that a task still running on this replica costs no statement. What
 survives becomes an :class:`AcquireRequest` — or, for an ``attempt`` tick
@@ -24,6 +26,7 @@ from typing import NamedTuple
 
 from cronlease._events import EventBus, SkipReason, TickSkipped
 from cronlease._lease.model import AcquireRequest, AttemptRequest
+from cronlease._roles import can_run
 from cronlease._run.log_streaks import LogStreaks
 from cronlease._run.ticks import Tick, Timing
 from cronlease._stats import Stats
@@ -82,8 +85,11 @@ class Skips:
 class Admission:
     """Decides which ticks go on to the database."""
 
-    def __init__(self, holder: str, stats: Stats, skips: Skips) -> None:
+    def __init__(
+        self, holder: str, stats: Stats, skips: Skips, roles: tuple[str, ...] = ()
+    ) -> None:
         self._holder = holder
+        self._roles = roles
         self._stats = stats
         self._skips = skips
         self._streaks = LogStreaks(logger)  # misfire warnings: once per streak
@@ -112,6 +118,10 @@ class Admission:
         candidates: list[Candidate] = []
         for tick in ticks:
             task, fire_time = tick.task, tick.fire_time
+            if task.roles and tick.kind != "manual" and not can_run(task.roles, self._roles):
+                # not this replica's to run (it fires none, but catch-up and the attempt
+                # poll see every declared task): no skip, the replicas with the role run it
+                continue
             if tick.kind == "manual":
                 # The lease alone decides a manual run: no grace, no local overlap.
                 candidates.append(Candidate(tick, self._manual_request(task, fire_time), None))
@@ -121,7 +131,10 @@ class Admission:
             if timing is None:
                 timing = timings[key] = _timing(task, fire_time, now)
             grace = timing.grace if task.grace is None else task.grace
-            if tick.kind == "scheduled" and timing.lateness > grace:
+            # the grace counts from the jittered start: the offset is the tick's own wait
+            start = task.jitter_for(fire_time) if task.jitter else 0.0
+            lateness = timing.lateness - start
+            if tick.kind == "scheduled" and lateness > grace:
                 self._stats.add("ticks_missed")
                 self._skips.skipped(task, timing.slot, "misfire")
                 self._streaks.warn(
@@ -131,7 +144,7 @@ class Admission:
                     "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
                     task.full_name,
                     fire_time.isoformat(),
-                    timing.lateness,
+                    lateness,
                     grace,
                 )
                 continue
@@ -175,7 +188,9 @@ class Admission:
             # A retry keeps its tick's deadline: it may be picked up again (a lease
             # renewed meanwhile) and must still start within the grace.
             pickup_until = (
-                fire_time.timestamp() + grace if tick.kind in ("scheduled", "retry") else None
+                fire_time.timestamp() + start + grace
+                if tick.kind in ("scheduled", "retry")
+                else None
             )
             candidates.append(Candidate(tick, request, pickup_until))
         return candidates

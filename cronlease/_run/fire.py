@@ -39,6 +39,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import STATE_PAUSED
 from apscheduler.triggers.interval import IntervalTrigger
 
+from cronlease._roles import can_run
 from cronlease._run.acquirer import Acquirer, Fired
 from cronlease._run.clock_steps import WAKE_INTERVAL, StepWatch
 from cronlease._run.membership import digest_text, task_key
@@ -261,6 +262,10 @@ class Firing:
         job_id = f"cronlease-schedule:{task.schedule.fingerprint}"
         self._task_set ^= task_key(task)
         self._namespace = self._namespace or task.namespace
+        if not can_run(task.roles, self._runner.roles):
+            # in the digest all the same: the fleet's replicas declare the same tasks,
+            # each fires those its roles allow (rendezvous ranks only those that can)
+            return
         if self._unstarted is not None:
             waiting = self._unstarted.setdefault(job_id, [])
             waiting.append(task)

@@ -24,7 +24,9 @@ A replica's *cohort* is the live members whose ``task_set`` (a digest of the
 declared tasks' names and schedules) equals its own: replicas rank ticks only
 among members that declare the same tasks, so a task declared by some
 replicas only (a rolling deploy, a heterogeneous fleet) is never left to a
-member that does not run it.
+member that does not run it. Within the cohort, a task with roles is ranked
+among the members that have one of them (:meth:`FleetView.ranking_for`): the
+member row carries the replica's roles.
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from cronlease._lease.membership import MemberBeat, Members
 from cronlease._lease.store import LeaseStore
+from cronlease._roles import can_run, encode
 from cronlease._run.rendezvous import Ranking
 from cronlease._task import Task
 from cronlease.errors import StoreError
@@ -100,18 +103,37 @@ class FleetView:
     cohort: tuple[str, ...]
     #: when it was read (monotonic)
     read_at: float
+    #: the roles of the cohort's members, by holder id
+    roles: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # task roles -> the ranking of the members that can run such a task (built lazily:
+    # the acquirer thread alone reads a view, so a plain dict)
+    _by_roles: dict[tuple[str, ...], Ranking] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def size(self) -> int:
         return self.ranking.size
 
+    def ranking_for(self, task_roles: tuple[str, ...]) -> Ranking:
+        """The rendezvous order among the cohort's members that can run a task with
+        ``task_roles``: a tick is never left to a replica that would not run it."""
+        if not task_roles:
+            return self.ranking
+        ranking = self._by_roles.get(task_roles)
+        if ranking is None:
+            able = [h for h in self.cohort if can_run(task_roles, self.roles.get(h, ()))]
+            ranking = self._by_roles[task_roles] = Ranking(self.ranking.me, able)
+        return ranking
+
 
 class Membership:
     """Owns the member thread and the latest :class:`FleetView`."""
 
-    def __init__(self, store: LeaseStore, holder: str) -> None:
+    def __init__(self, store: LeaseStore, holder: str, roles: tuple[str, ...] = ()) -> None:
         self._store = store
         self._holder = holder
+        self._roles = roles
         self._view: FleetView | None = None
         self._previous: tuple[str, ...] | None = None
         self._changed_at = 0.0
@@ -164,6 +186,7 @@ class Membership:
             task_set=self._task_set() or "-",
             ttl=EXPIRE_SECONDS,
             namespace=self._namespace,
+            roles=encode(self._roles),
         )
         members = self._store.fleet.renew([beat])
         self._view = self._read(members, beat.task_set)
@@ -181,7 +204,9 @@ class Membership:
             if m.holder != self._holder
         )
         settled = not overdue and now - self._changed_at >= EXPIRE_SECONDS
-        return FleetView(Ranking(self._holder, holders), settled, holders, now)
+        roles = {m.holder: m.roles for m in cohort}
+        roles[self._holder] = frozenset(self._roles)
+        return FleetView(Ranking(self._holder, holders), settled, holders, now, roles)
 
     def _loop(self, wait: float) -> None:
         stopping = self._stopping

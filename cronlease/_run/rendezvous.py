@@ -98,9 +98,10 @@ class Ranking:
     every member is active equally often.
     """
 
-    __slots__ = ("_active", "_mine", "_others", "_ring", "_slots", "size")
+    __slots__ = ("_active", "_mine", "_others", "_ring", "_slots", "me", "size")
 
     def __init__(self, me: str, members: Sequence[str], active: int | None = None) -> None:
+        self.me = me
         self._mine = member_key(me)
         # ties (equal 64-bit scores, never in practice) go to the larger key
         self._others = tuple(member_key(holder) for holder in sorted(set(members)) if holder != me)

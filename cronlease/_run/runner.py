@@ -69,9 +69,11 @@ class TickRunner:
         on_schema_ready: Callable[[], None] = lambda: None,
         events: EventBus | None = None,
         max_workers: int = 16,
+        roles: tuple[str, ...] = (),
     ) -> None:
         self.store = store
         self.holder = holder
+        self.roles = roles
         self.stats = stats or Stats()
         self.events = events or EventBus()
         self.outage = OutageLog(self.stats, self.events)
@@ -79,10 +81,10 @@ class TickRunner:
         #: skipped ticks, counted by reason and tallied per task (a forked child makes a
         #: new runner, so a fresh tally)
         self.skips = skips = Skips(self.stats, self.events)
-        self._admission = Admission(holder, self.stats, skips)
+        self._admission = Admission(holder, self.stats, skips, roles)
         #: this replica's member row and view of the fleet; started and stopped with
         #: the firing (cronlease/_run/fire.py)
-        self.membership = Membership(store, holder)
+        self.membership = Membership(store, holder, roles)
         self._acquisition = Acquisition(
             store, self.stats, skips, self.outage, self.ensure_schema, self.membership
         )

@@ -41,7 +41,13 @@ from cronlease._status.rules import (
     streak_runs,
     summarize_error,
 )
-from cronlease._status.text import format_duration, format_time, lease_text, zone_of
+from cronlease._status.text import (
+    format_duration,
+    format_time,
+    lease_text,
+    no_replica_words,
+    zone_of,
+)
 
 __all__ = [
     "FAILURE_OUTCOMES",
@@ -68,6 +74,7 @@ __all__ = [
     "in_namespace",
     "is_overdue",
     "lease_text",
+    "no_replica_words",
     "read_snapshot",
     "read_status",
     "report_json",

@@ -17,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from cronlease._lease.model import LeaseInfo, RunRecord
 from cronlease._lease.store import LeaseStore
 from cronlease._lease.table_state import TableState, missing_sqlite_file, table_state
+from cronlease._roles import can_run
 from cronlease._status.model import RunStatus, StatusReport, TaskState, TaskStatus, by_slot
 from cronlease._status.rules import (
     DeclaredTask,
@@ -57,6 +58,8 @@ class Snapshot:
     abandoned: Mapping[str, int] | None = None
     runs_limit: int | None = None
     answered: bool = False
+    #: the roles of each live replica (member row) of the namespace; None: not read
+    member_roles: tuple[frozenset[str], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.answered and self.error is None:
@@ -109,6 +112,8 @@ def build_report(
             streak_capped=streak[1],
             alert_after=None if task is None else task.alert_after,
             skipped=(skipped or {}).get(name, {}),
+            roles=() if task is None else task.roles,
+            no_live_replica=task is not None and _no_live_replica(task, snapshot.member_roles),
         )
 
     if declared is None:
@@ -134,6 +139,12 @@ def build_report(
         tasks=tuple(tasks),
         orphaned=tuple(orphaned),
     )
+
+
+def _no_live_replica(task: DeclaredTask, member_roles: tuple[frozenset[str], ...] | None) -> bool:
+    if not task.roles or not task.enabled or member_roles is None:
+        return False
+    return not any(can_run(task.roles, roles) for roles in member_roles)
 
 
 def _task_status(
@@ -194,6 +205,7 @@ def read_status(
     since: datetime | None = None,
     empty_without_tables: bool = False,
     skipped: Mapping[str, Mapping[str, int]] | None = None,
+    fleet: bool = True,
 ) -> StatusReport:
     """Read the store and build the report; never raises :class:`StoreError`.
 
@@ -209,6 +221,8 @@ def read_status(
         clock=clock,
         abandoned=abandoned,
         empty_without_tables=empty_without_tables,
+        fleet=fleet,
+        namespace=namespace,
     )
     return build_report(
         snapshot,
@@ -232,6 +246,8 @@ def read_snapshot(
     clock: bool = False,
     abandoned: bool = False,
     empty_without_tables: bool = False,
+    fleet: bool = False,
+    namespace: str | None = None,
 ) -> Snapshot:
     """What the report of ``declared`` needs, read from ``store``; never raises StoreError.
 
@@ -241,8 +257,10 @@ def read_snapshot(
     ``clock`` measures this host's skew; ``abandoned`` counts each task's
     abandoned runs (orphaned rows' too). A failed read is the snapshot's
     ``error``, unless ``empty_without_tables`` and the tables do not exist yet
-    (then the snapshot is empty). Round trips: lease rows, the clock, recent
-    runs and abandoned counts, one each (per 500 names).
+    (then the snapshot is empty). ``fleet`` reads the live member rows of
+    ``namespace`` when a declared task has roles (who can run it; a failed read of
+    them alone leaves ``member_roles`` None). Round trips: lease rows, the clock,
+    recent runs, abandoned counts and member rows, one each (per 500 names).
     """
     if empty_without_tables and missing_sqlite_file(store.engine.url):
         return Snapshot()  # not opened: opening a SQLite path creates the file
@@ -257,6 +275,7 @@ def read_snapshot(
         if abandoned:
             every = sorted({*names, *(row.name for row in leases)})
             counted = store.abandoned_counts(every) if every else {}
+        wanted = fleet and declared is not None and any(t.roles for t in declared)
         return Snapshot(
             leases=leases,
             runs=recent,
@@ -264,12 +283,22 @@ def read_snapshot(
             clock=measured,
             abandoned=counted,
             runs_limit=runs,
+            member_roles=_member_roles(store, namespace) if wanted else None,
         )
     except StoreError as exc:
         empty = empty_without_tables and _no_tables(store)
         if empty:
             return Snapshot()
         return Snapshot(error=str(exc), answered=isinstance(exc, StatementError))
+
+
+def _member_roles(store: LeaseStore, namespace: str | None) -> tuple[frozenset[str], ...] | None:
+    # a fleet of the version before roles has no such column until a new replica starts
+    try:
+        live = store.fleet.members().members
+    except StoreError:
+        return None
+    return tuple(m.roles for m in live if m.namespace == (namespace or ""))
 
 
 def _no_tables(store: LeaseStore) -> bool:

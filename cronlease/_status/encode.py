@@ -50,6 +50,8 @@ def task_json(task: TaskStatus) -> dict[str, Any]:
         "paused": task.paused,
         "running": task.running,
         "overdue": task.overdue,
+        "roles": list(task.roles),
+        "no_live_replica": task.no_live_replica,
         "holder": task.holder,
         "fence": task.fence,
         "last_slot": task.last_slot,

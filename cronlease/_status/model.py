@@ -140,7 +140,8 @@ class TaskStatus:
     ``skipped`` counts this task's ticks skipped, by reason (``overlap``,
     ``capacity``, ``taken``, ...), **as the replica that built the report counted
     them since it started** — other replicas' skips are not in it, and it is
-    empty when no replica built the report (the CLI).
+    empty when no replica built the report (the CLI). ``no_live_replica``: the
+    task has roles and no live replica (member row) has any of them.
     """
 
     name: str
@@ -162,11 +163,18 @@ class TaskStatus:
     consecutive_failures: int = 0
     streak_capped: bool = False
     alert_after: int | None = None
+    #: the replica roles that may run it (none: any replica)
+    roles: tuple[str, ...] = ()
+    #: True when the live member rows were read and none has one of ``roles``: no
+    #: replica runs this task now (False when it has no roles or they were not read)
+    no_live_replica: bool = False
     # (compare=False: a mapping would make the frozen value unhashable)
     skipped: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     failing: bool = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.no_live_replica and not (self.roles and self.declared):
+            raise ValueError("only a declared task with roles can lack a replica to run it")
         if self.abandoned is not None and self.abandoned < 0:
             raise ValueError(f"abandoned counts runs, got {self.abandoned!r}")
         if self.consecutive_failures < 0:

@@ -159,7 +159,8 @@ class DeclaredTask:
 
     ``name`` is the stored name (namespace included), ``task`` the name as
     declared (default: ``name``); ``grace`` None means the schedule's;
-    ``alert_after`` the failures in a row that make it ``failing``.
+    ``alert_after`` the failures in a row that make it ``failing``; ``roles`` the
+    replica roles that may run it (none: any replica).
     """
 
     name: str
@@ -168,6 +169,8 @@ class DeclaredTask:
     enabled: bool = True
     grace: float | None = None
     alert_after: int = 1
+    #: only replicas with one of these run it (cronlease/_roles.py)
+    roles: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -188,6 +191,7 @@ class DeclaredTask:
             grace=task.grace,
             alert_after=task.alert_after,
             enabled=task.enabled,
+            roles=task.roles,
         )
 
     def grace_for(self, fire_time: datetime) -> float:

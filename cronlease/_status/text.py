@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 from cronlease._timing.schedule import Schedule
 
-__all__ = ["format_duration", "format_time", "lease_text", "zone_of"]
+__all__ = ["format_duration", "format_time", "lease_text", "no_replica_words", "zone_of"]
 
 
 def format_time(moment: datetime) -> str:
@@ -50,3 +50,9 @@ def lease_text(expires_in: float | None) -> str:
     if expires_in is None:
         return "-"
     return f"expires in {format_duration(expires_in)}" if expires_in > 0 else "free"
+
+
+def no_replica_words(roles: tuple[str, ...]) -> str:
+    """``no live replica has role reports`` (``... has role a or b``): a task no replica
+    running now can run, the same words in the CLI and on the page."""
+    return f"no live replica has role {' or '.join(roles)}"

@@ -102,6 +102,8 @@ def _describe_spec(config: Config, spec: TaskSpec, now: datetime, count: int) ->
         "retries": spec.retries,
         "retry_delay": spec.retry_delay,
         "recover": spec.recover,
+        "jitter": spec.jitter,
+        "roles": list(spec.roles),
         "enabled": spec.enabled,
         "next": [fire["local"] for fire in fires],  # the local times alone, as before
         "fires": fires,

@@ -203,6 +203,7 @@ def declared_tasks(config: Config | None) -> list[DeclaredTask] | None:
             enabled=spec.enabled,
             alert_after=spec.alert_after,
             grace=spec.grace,
+            roles=spec.roles,
         )
         for spec in config.tasks.values()
     ]

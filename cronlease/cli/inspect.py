@@ -21,6 +21,7 @@ from cronlease._status import (
     by_slot,
     failing_problem,
     format_duration,
+    no_replica_words,
     read_status,
     report_json,
     run_json,
@@ -70,6 +71,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if report.orphaned:
         print()
         print(orphans_summary(report.orphaned))
+    for task in report.tasks:
+        if task.no_live_replica:
+            print(f"\n{task.task}: {no_replica_words(task.roles)}")
     if report.clock is not None:
         print(
             f"\nclock: this host is {-report.clock.skew:+.3f} s off the database clock "

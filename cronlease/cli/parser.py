@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from cronlease._roles import parse_roles
 from cronlease._version import __version__
 from cronlease.cli.check import DEFAULT_COUNT, MAX_COUNT, cmd_check
 from cronlease.cli.common import DISABLED_ENV
@@ -20,6 +21,7 @@ from cronlease.cli.manage import (
 )
 from cronlease.cli.run import cmd_run
 from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG
+from cronlease.errors import ConfigError
 
 EPILOG = f"""\
 exit status:
@@ -98,6 +100,16 @@ def build_parser() -> argparse.ArgumentParser:
         "tasks, then terminates running commands, all within this (default: [scheduler] "
         "shutdown_grace in the config file, else 25, under Kubernetes' 30); a second "
         "signal exits at once",
+    )
+    run.add_argument(
+        "--role",
+        action="append",
+        dest="roles",
+        type=_role,
+        default=None,
+        metavar="ROLE",
+        help="a role of this replica (repeat for more; default: [scheduler] roles in the "
+        "config file): a task with roles = [...] runs only on replicas with one of them",
     )
     run.add_argument(  # the old name, deprecated
         "--shutdown-grace", type=_seconds, default=None, help=argparse.SUPPRESS
@@ -210,6 +222,13 @@ def _seconds(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError("must not be negative")
     return value
+
+
+def _role(text: str) -> str:
+    try:
+        return parse_roles([text])[0]
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_int(text: str) -> int:

@@ -47,7 +47,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     has_commands = any(spec.command is not None for spec in specs)
     for_commands = min(COMMAND_STOP_SECONDS, grace / 5) if has_commands else 0.0
     scheduler = config_scheduler(
-        url, config, shutdown_grace=grace - for_commands, history_keep=config.history_keep
+        url,
+        config,
+        shutdown_grace=grace - for_commands,
+        history_keep=config.history_keep,
+        roles=config.roles if args.roles is None else args.roles,
     )
     for spec in specs:
         spec.add_to(scheduler)

@@ -51,6 +51,8 @@ class TaskSpec:
     retries: int = 0
     retry_delay: float = DEFAULT_RETRY_DELAY
     recover: bool = False
+    jitter: float = 0.0
+    roles: tuple[str, ...] = ()
     line: int | None = None
 
     @property
@@ -114,6 +116,8 @@ class Config:
     history_keep: int | None = None  # runs kept per task (docs/design.md §5.12)
     #: ``[scheduler] shutdown_grace``: what a shutdown takes at most (None: the default)
     shutdown_grace: float | None = None
+    #: ``[scheduler] roles``: this replica's roles (``cronlease run --role`` wins)
+    roles: tuple[str, ...] = ()
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
 
     def full_name(self, name: str) -> str:

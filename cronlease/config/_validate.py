@@ -25,6 +25,7 @@ from cronlease._options import (
     type_name,
     unknown_key,
 )
+from cronlease._roles import parse_roles
 from cronlease._task import RunContext
 from cronlease._timing.schedule import parse_duration
 from cronlease.config._calls import resolve_call, split_call
@@ -40,7 +41,7 @@ DATABASE_ENV = "CRONLEASE_DATABASE_URL"
 
 TOP_LEVEL_KEYS = ("database", "namespace", "holder", "history_keep", "scheduler", "tasks")
 #: keys of the ``[scheduler]`` table: settings of the replica, not of a task
-SCHEDULER_KEYS = ("shutdown_grace",)
+SCHEDULER_KEYS = ("shutdown_grace", "roles")
 #: the keys of a task that are not options of the decorator: what to run (the decorated
 #: function is its own ``call``) and how a command is run; the rest is :data:`OPTIONS`
 CALL_KEYS = ("call",)
@@ -109,7 +110,7 @@ class Validator:
         history_keep = data.get("history_keep")
         if "history_keep" in data and (type(history_keep) is not int or history_keep < 1):
             raise self.error("must be a whole number of runs, at least 1", key="history_keep")
-        shutdown_grace = self.scheduler_settings(data.get("scheduler", {}))
+        shutdown_grace, roles = self.scheduler_settings(data.get("scheduler", {}))
         tasks_table = data.get("tasks", {})
         if not isinstance(tasks_table, dict):
             raise self.error(
@@ -139,25 +140,30 @@ class Validator:
             holder=holder,
             history_keep=history_keep,
             shutdown_grace=shutdown_grace,
+            roles=roles,
             tasks=tasks,
         )
 
-    def scheduler_settings(self, table: object) -> float | None:
-        """The ``[scheduler]`` table; returns ``shutdown_grace`` (None: the default)."""
+    def scheduler_settings(self, table: object) -> tuple[float | None, tuple[str, ...]]:
+        """The ``[scheduler]`` table: ``shutdown_grace`` (None: the default) and ``roles``."""
         if not isinstance(table, dict):
             raise self.error(f"must be a table, not {type_name(table)}", key="scheduler")
         for key in table:
             if key not in SCHEDULER_KEYS:
                 raise self.unknown_key(key, SCHEDULER_KEYS, None)
+        try:
+            roles = parse_roles(table.get("roles", ()))
+        except ConfigError as exc:
+            raise self.error(str(exc), key="roles") from None
         if "shutdown_grace" not in table:
-            return None
+            return None, roles
         value = table["shutdown_grace"]
         try:
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 raise ConfigError(
                     f'must be a duration such as 20, "20s" or "1m", not {type_name(value)}'
                 )
-            return parse_duration(value, what="shutdown_grace").total_seconds()
+            return parse_duration(value, what="shutdown_grace").total_seconds(), roles
         except ConfigError as exc:
             raise self.error(str(exc), key="shutdown_grace") from None
 

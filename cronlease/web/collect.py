@@ -81,6 +81,8 @@ def _collect(
         clock=scheduler is None,
         abandoned=True,
         empty_without_tables=True,  # a database no replica has used yet is shown empty
+        fleet=True,  # a task with roles no live replica has is said so
+        namespace=page.namespace,
     )
     if scheduler is not None and snapshot.error is None:
         snapshot = replace(snapshot, clock=scheduler.clock_skew)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from cronlease._status import lease_text
+from cronlease._status import lease_text, no_replica_words
 from cronlease.web.markup import document, e, outcome_class, outcome_strip, parse_time, relative
 
 DEFAULT_REFRESH = 10
@@ -63,6 +63,13 @@ def schedule_cell(task: Mapping[str, Any]) -> str:
 
 
 def state_badge(task: Mapping[str, Any]) -> str:
+    badge = _badge(task)
+    if not task.get("no_live_replica"):
+        return badge
+    return f'{badge} <span class="sub">· {e(no_replica_words(tuple(task["roles"])))}</span>'
+
+
+def _badge(task: Mapping[str, Any]) -> str:
     state = shown_state(task)
     failures = task["consecutive_failures"]
     if state != "failing":

@@ -178,3 +178,46 @@ def test_a_replica_not_yet_in_the_rows_still_ranks_itself(runner: TickRunner) ->
     membership = Membership(runner.store, "replica-a")
     view = membership._read(Members((), 1_796_000_000.0), "ab")
     assert view.cohort == ("replica-a",) and view.size == 1
+
+
+def test_a_task_with_roles_is_ranked_among_the_members_that_have_one(
+    runner: TickRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # replica-a alone has the role: every tick of the task is its own, tried at once,
+    # though over all four members most would be left to the role-less others
+    roles = {m: frozenset({"reports"} if m == MEMBERS[0] else ()) for m in MEMBERS}
+    view = FleetView(Ranking(MEMBERS[0], MEMBERS), True, MEMBERS, time.monotonic(), roles)
+    _use(runner, view, monkeypatch)
+    ticks = [
+        Tick(Task.declare(lambda: None, name=f"r-{i:03d}", every="1s", roles=["reports"]), FIRE)
+        for i in range(50)
+    ]
+    now, later = runner.stage(ticks)
+    assert len(now) == 50 and not later
+
+
+@pytest.mark.parametrize("alone", [True, False])
+def test_a_jittered_tick_waits_for_its_offset_then_its_place_on_the_timers(
+    runner: TickRunner, monkeypatch: pytest.MonkeyPatch, alone: bool
+) -> None:
+    _use(runner, None if alone else _view(True), monkeypatch)
+    fire = datetime.fromtimestamp(time.time() // 60 * 60 + 60, timezone.utc)  # ahead
+    tasks = [
+        Task.declare(lambda: None, name=f"jittered-{i}", every="1m", jitter="20s")
+        for i in range(40)
+    ]
+    ranking = Ranking(MEMBERS[0], MEMBERS)
+    started, wall = time.monotonic(), time.time()
+    now, later = runner.stage([Tick(task, fire) for task in tasks])
+    assert not now  # every one waits for its offset, the preferred replica's too
+    delays = {PREFERRED: 0.0, BACKUP: BACKUP_DELAY}
+    staged = {tick.task.full_name: (due, tick) for due, tick in later}
+    for task in tasks:
+        place = PREFERRED if alone else ranking.place(task.full_name, slot_of(fire))
+        if place == OTHER:  # a settled view leaves it to the first two
+            assert task.full_name not in staged
+            continue
+        due, tick = staged[task.full_name]
+        expected = fire.timestamp() + task.jitter_for(fire) - wall + delays[place]
+        assert abs((due - started) - expected) < 0.05
+        assert tick.checked == (place == BACKUP)

@@ -85,6 +85,11 @@ BAD_VALUES: list[tuple[str, str, object]] = [
     ("args", '"x"', "x"),
     ("kwargs", "[1]", [1]),
     ("anchor", "2026-01-01T00:00:00", datetime(2026, 1, 1)),
+    ("jitter", '"soon"', "soon"),
+    # more than half the 5 s gap: the jittered start and its grace would reach the next slot
+    ("jitter", '"3s"', "3s"),
+    ("roles", '"reports"', "reports"),
+    ("roles", '["no spaces"]', ["no spaces"]),
 ]
 
 
