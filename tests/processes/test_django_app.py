@@ -1,0 +1,145 @@
+"""cronlease.contrib.django in a throwaway project: INSTALLED_APPS and DATABASES only.
+
+Two ``manage.py cronlease run`` processes run every tick once, at the ledger; a
+plain ``django.setup()`` script (and ``manage.py check``) writes nothing to the
+database; a settings mistake exits 2 naming the setting, the task and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, inspect
+
+from tests.conftest import url_for
+from tests.support import databases, ledger
+from tests.support.django_project import write_project
+from tests.support.ledger import assert_every_slot_once
+from tests.support.procs import ROOT, wait_for
+
+pytestmark = pytest.mark.slow
+
+TICKS = 3
+
+
+def project_env(root: Path, url: str, task: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRONLEASE_", "DJANGO_"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(ROOT), str(root)]),
+        CRONLEASE_DATABASE_URL=url,  # the ledger's (the tasks' side effect), not cronlease's
+        CRONLEASE_TEST_TASK=task,
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def django_url(backend: str, tmp_path: Path) -> str:
+    url = url_for(backend, tmp_path)  # skips when the server is not there
+    # a database of its own (the run's schema is a search_path Django cannot give)
+    return databases.postgres_database() if backend == "postgresql" else url
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_two_manage_py_cronlease_runs_run_every_tick_once(
+    backend: str, tmp_path: Path, task_name: str
+) -> None:
+    url = django_url(backend, tmp_path)
+    manage = write_project(tmp_path, url)
+    ledger.setup(url)
+    env = project_env(tmp_path, url, task_name)
+    logs = [tmp_path / f"run-{n}.log" for n in range(2)]
+    procs = []
+    for log in logs:
+        with log.open("wb") as out:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(manage), "cronlease", "run", "--grace", "5"],
+                    cwd=tmp_path,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+
+    def output() -> str:
+        return "\n".join(log.read_text(errors="replace") for log in logs)
+
+    try:
+        # both replicas handle ticks (each marks itself alive), then a few more ticks
+        wait_for(
+            lambda: {pid for pid, _ in ledger.entries(url, f"{task_name}:alive")}
+            == {p.pid for p in procs},
+            timeout=30,
+            message="both manage.py cronlease run processes handle ticks",
+        )
+        first = len(ledger.entries(url, task_name))
+        wait_for(lambda: len(ledger.entries(url, task_name)) >= first + TICKS, timeout=30)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=30) for proc in procs]
+    assert codes == [0, 0], output()
+    assert_every_slot_once([slot for slot, _ in ledger.entries(url, task_name)])
+
+
+def test_a_plain_django_setup_and_manage_py_check_write_nothing(
+    tmp_path: Path, task_name: str
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    # AUTOSTART opted in: still only a process that serves a request starts a replica
+    manage = write_project(tmp_path, url, 'CRONLEASE = {"AUTOSTART": True}\n')
+    ledger.setup(url)  # the file exists: nothing but cronlease's tables could appear in it
+    env = project_env(tmp_path, url, task_name)
+    script = (
+        "import os, django\n"
+        "os.environ['DJANGO_SETTINGS_MODULE'] = 'project_settings'\n"
+        "django.setup()\n"
+        "from cronlease.contrib.django import scheduler\n"
+        "print(sorted(scheduler.tasks))\n"
+    )
+    setup = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert setup.returncode == 0, setup.stderr
+    assert setup.stdout.strip() == repr([task_name])  # declared from ledgerapp/tasks.py
+    check = subprocess.run(
+        [sys.executable, str(manage), "check"], cwd=tmp_path, env=env, capture_output=True
+    )
+    assert check.returncode == 0, check.stderr
+    engine = create_engine(url)
+    try:
+        assert inspect(engine).get_table_names() == ["cronlease_test_ledger"]
+    finally:
+        engine.dispose()
+
+
+def test_a_settings_mistake_exits_2_naming_the_setting_task_and_key(
+    tmp_path: Path, task_name: str
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    bad = 'CRONLEASE = {"TASKS": {"nightly": {"call": "ledgerapp.tasks:attach", "every": "5q"}}}\n'
+    manage = write_project(tmp_path, url, bad)
+    env = project_env(tmp_path, url, task_name)
+    result = subprocess.run(
+        [sys.executable, str(manage), "cronlease", "run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "settings.CRONLEASE: task 'nightly', key 'every':" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not Path(url.removeprefix("sqlite:///")).exists()  # started nothing
+    check = subprocess.run(
+        [sys.executable, str(manage), "check"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert check.returncode != 0
+    assert "cronlease.E001" in check.stderr and "key 'every'" in check.stderr
