@@ -73,8 +73,10 @@ def test_two_manage_py_cronlease_runs_run_every_tick_once(
     try:
         # both replicas handle ticks (each marks itself alive), then a few more ticks
         wait_for(
-            lambda: {pid for pid, _ in ledger.entries(url, f"{task_name}:alive")}
-            == {p.pid for p in procs},
+            lambda: (
+                {pid for pid, _ in ledger.entries(url, f"{task_name}:alive")}
+                == {p.pid for p in procs}
+            ),
             timeout=30,
             message="both manage.py cronlease run processes handle ticks",
         )
@@ -139,7 +141,11 @@ def test_a_settings_mistake_exits_2_naming_the_setting_task_and_key(
     assert "Traceback" not in result.stderr
     assert not Path(url.removeprefix("sqlite:///")).exists()  # started nothing
     check = subprocess.run(
-        [sys.executable, str(manage), "check"], cwd=tmp_path, env=env, capture_output=True, text=True
+        [sys.executable, str(manage), "check"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert check.returncode != 0
     assert "cronlease.E001" in check.stderr and "key 'every'" in check.stderr
