@@ -149,3 +149,77 @@ def test_a_settings_mistake_exits_2_naming_the_setting_task_and_key(
     )
     assert check.returncode != 0
     assert "cronlease.E001" in check.stderr and "key 'every'" in check.stderr
+
+
+ADMIN_SETTINGS = """\
+INSTALLED_APPS = [
+    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
+    "django.contrib.sessions", "django.contrib.messages", *INSTALLED_APPS,
+]
+SECRET_KEY = "test-only"
+ROOT_URLCONF = "project_urls"
+CRONLEASE = {"AUTOSTART": True}
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates",
+    "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+    ]},
+}]
+"""
+
+ADMIN_URLS = """\
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/cronlease/", include("cronlease.contrib.django.urls")),
+    path("admin/", admin.site.urls),
+]
+"""
+
+
+def test_the_admin_pages_render_for_a_superuser(tmp_path: Path, task_name: str) -> None:
+    url = url_for("sqlite", tmp_path)
+    manage = write_project(tmp_path, url, ADMIN_SETTINGS)
+    (tmp_path / "project_urls.py").write_text(ADMIN_URLS)
+    ledger.setup(url)
+    env = project_env(tmp_path, url, task_name)
+    replica = subprocess.Popen(
+        [sys.executable, str(manage), "cronlease", "run"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:  # one run recorded, for the pages to show
+        wait_for(lambda: ledger.entries(url, task_name), timeout=30, message="a first run")
+    finally:
+        replica.send_signal(signal.SIGTERM)
+        assert replica.wait(timeout=30) == 0
+    pages = subprocess.run(
+        [sys.executable, "-m", "tests.support.django_admin_pages", task_name],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert pages.returncode == 0, pages.stderr
+    assert pages.stdout.splitlines() == [
+        "anonymous 302",  # to the admin's login page
+        "tasks 200 shown",
+        "history 200 shown",
+        "unknown 404",
+        "post 405",
+        "started False",  # the test client's requests start no replica, AUTOSTART or not
+    ], pages.stdout
