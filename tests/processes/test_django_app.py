@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -223,3 +226,65 @@ def test_the_admin_pages_render_for_a_superuser(tmp_path: Path, task_name: str) 
         "post 405",
         "started False",  # the test client's requests start no replica, AUTOSTART or not
     ], pages.stdout
+
+
+def test_autostart_starts_a_replica_in_a_gunicorn_worker_on_its_first_request(
+    tmp_path: Path, task_name: str
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    write_project(tmp_path, url, 'CRONLEASE = {"AUTOSTART": True}\nROOT_URLCONF = "ledgerapp"\n')
+    (tmp_path / "ledgerapp" / "__init__.py").write_text("urlpatterns = []\n")
+    (tmp_path / "project_wsgi.py").write_text(
+        "import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'project_settings')\n"
+        "from django.core.wsgi import get_wsgi_application\napplication = get_wsgi_application()\n"
+    )
+    ledger.setup(url)
+    port = free_port()
+    log = tmp_path / "gunicorn.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "project_wsgi:application",
+                "--workers",
+                "1",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--graceful-timeout",
+                "30",
+            ],
+            cwd=tmp_path,
+            env=project_env(tmp_path, url, task_name),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        # any request starts it (this one is a 404); until one comes the worker runs nothing
+        wait_for(lambda: http_status(f"http://127.0.0.1:{port}/"), timeout=30)
+        wait_for(lambda: len(ledger.entries(url, task_name)) >= 2, timeout=30)
+        pids = {pid for pid, _ in ledger.entries(url, task_name)}
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(timeout=40)
+    assert code == 0, log.read_text(errors="replace")
+    assert server.pid not in pids  # the worker ran it, not the master
+    assert_every_slot_once([slot for slot, _ in ledger.entries(url, task_name)])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_status(address: str) -> int | None:
+    try:
+        with urllib.request.urlopen(address, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
