@@ -65,6 +65,8 @@ def database_of(alias: str, databases: Mapping[str, Any]) -> tuple[str, dict[str
         query["host" if backend == "postgresql" else "unix_socket"] = host
         host = None
     port = entry.get("PORT") or None
+    if port is not None and not str(port).isdigit():
+        raise error(f"DATABASES[{alias!r}] has PORT {port!r}: not a port number")
     url = URL.create(
         backend,
         username=str(entry.get("USER") or "") or None,
