@@ -30,6 +30,7 @@ from cronlease.cli.common import (
     EXIT_USAGE,
 )
 from cronlease.cli.common import Failure as Failure
+from cronlease.cli.common import Preset as Preset
 from cronlease.cli.common import UsageError as UsageError
 from cronlease.cli.common import logger as logger
 from cronlease.cli.inspect import cmd_history as cmd_history
@@ -52,9 +53,21 @@ __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_PIPE", "EXIT_USAGE", "main"]
 # --- entry point -------------------------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``cronlease`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    preset: Preset | None = None,
+    prog: str | None = None,
+    commands: Sequence[str] | None = None,
+) -> int:
+    """Run ``cronlease`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    ``preset``: a host application's configuration and scheduler instead of a file
+    (``manage.py cronlease``: cronlease/contrib/django); ``commands`` limits what it
+    may run. The commands themselves are the same code either way."""
     parser = build_parser()
+    if prog is not None:
+        parser.prog = prog
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help, --version or a usage error
@@ -62,7 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "handler"):  # bare ``cronlease``: what there is to do
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    _configure_logging(args.log_level)
+    if commands is not None and args.command_name not in commands:
+        given = args.command_name
+        print_error(f"{parser.prog} runs {', '.join(commands)}; for {given}, use cronlease")
+        return EXIT_USAGE
+    args.preset = preset
+    if preset is None or not preset.keep_logging:
+        _configure_logging(args.log_level)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         with safe_output():  # foreign text printed escaped, passwords hidden

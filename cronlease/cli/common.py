@@ -19,6 +19,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +55,35 @@ class Failure(Exception):
     """A runtime failure: exit status 1."""
 
 
+@dataclass(frozen=True)
+class Preset:
+    """What a host application gives the commands instead of a config file: its
+    :class:`Config` (database and declared tasks) and, for ``run``, the scheduler its
+    code declared tasks and listeners on (``manage.py cronlease``)."""
+
+    config: Config
+    scheduler: Scheduler | None = None
+    #: the host configured logging (Django's LOGGING): the CLI leaves it alone
+    keep_logging: bool = False
+
+    def __post_init__(self) -> None:
+        if self.scheduler is not None and self.scheduler.namespace != self.config.namespace:
+            raise ValueError("the preset scheduler's namespace is not its config's")
+
+
 # --- configuration and database ----------------------------------------------
 
 
 def config_from_args(
     args: argparse.Namespace, *, required: bool, import_calls: bool
 ) -> Config | None:
-    """The config file: the one given with -c, else ./cronlease.toml if it exists."""
+    """The config file: the one given with -c, else ./cronlease.toml if it exists
+    (a host application's :class:`Preset` wins: it has no file)."""
+    preset: Preset | None = getattr(args, "preset", None)
+    if preset is not None:
+        if args.config is not None:
+            raise UsageError("-c: the configuration is the application's settings here")
+        return preset.config
     if args.config is not None:
         return load_config(args.config, import_calls=import_calls)
     if Path(DEFAULT_CONFIG).exists():

@@ -7,6 +7,7 @@ show the declared tasks without rows, creating nothing (docs/design.md §5.29).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from cronlease._lease.store import LeaseStore
@@ -51,7 +52,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     url = database_url(args, config)
     with open_store(url, config, read_only=True) as store:
         tables = tables_exist(store, url)
-        report = _read(store, config, tables=tables)
+        report = read_report(store, config, tables=tables)
     health = report.health()
     if args.json:
         where = {"config": str(config.path) if config else None, "tables": tables}
@@ -89,7 +90,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _read(store: LeaseStore, config: Config | None, *, tables: bool) -> StatusReport:
+def read_report(store: LeaseStore, config: Config | None, *, tables: bool) -> StatusReport:
     """The report on the config's tasks (none: on every lease row), with the clock skew."""
     declared = declared_tasks(config)
     namespace = config.namespace if config is not None else None
@@ -118,30 +119,40 @@ def cmd_history(args: argparse.Namespace) -> int:
     url = database_url(args, config)
     with open_store(url, config, read_only=True) as store:
         tables = tables_exist(store, url)
-        # an unknown task exits 2, as for pause (a declared one may not have run yet)
-        name, _declared = known_task(args.task, store, config, tables=tables)
-        records = store.history(name, args.limit) if tables else []
-        scrub = Scrubber.of(store)
-    runs = by_slot([RunStatus.of(record, scrub) for record in records])
+        name, runs = read_history(store, config, args.task, args.limit, tables=tables)
     if args.json:
         print_json([run_json(run) for run in runs])
         return EXIT_OK
     if not runs:
         print(f"no runs of {name!r} recorded" + ("" if tables else f": {no_tables(url)}"))
         return EXIT_OK
-    print_table(
-        ["SCHEDULED FOR", "ATTEMPT", "OUTCOME", "DURATION", "FENCE", "HOLDER", "ERROR"],
-        [
-            [
-                short_time(run.scheduled_for) + (" (manual)" if run.manual else ""),
-                str(run.attempt),
-                run.outcome,
-                "-" if run.duration is None else format_duration(run.duration),
-                str(run.fence),
-                run.holder,
-                (run.error_summary or "")[:100],
-            ]
-            for run in runs
-        ],
-    )
+    print_table(*history_rows(runs))
     return EXIT_OK
+
+
+def read_history(
+    store: LeaseStore, config: Config | None, task: str, limit: int, *, tables: bool
+) -> tuple[str, Sequence[RunStatus]]:
+    """TASK's stored name and its latest runs; an unknown task is a UsageError (exit 2),
+    as for pause (a declared one may not have run yet)."""
+    name, _declared = known_task(task, store, config, tables=tables)
+    records = store.history(name, limit) if tables else []
+    scrub = Scrubber.of(store)
+    return name, by_slot([RunStatus.of(record, scrub) for record in records])
+
+
+def history_rows(runs: Sequence[RunStatus]) -> tuple[list[str], list[list[str]]]:
+    """The headers and cells ``history`` prints (and the Django admin page shows)."""
+    headers = ["SCHEDULED FOR", "ATTEMPT", "OUTCOME", "DURATION", "FENCE", "HOLDER", "ERROR"]
+    return headers, [
+        [
+            short_time(run.scheduled_for) + (" (manual)" if run.manual else ""),
+            str(run.attempt),
+            run.outcome,
+            "-" if run.duration is None else format_duration(run.duration),
+            str(run.fence),
+            run.holder,
+            (run.error_summary or "")[:100],
+        ]
+        for run in runs
+    ]

@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
             parents=[common, as_json] if json_output else [common],
             epilog="exit status and environment: cronlease --help",
         )
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, command_name=name)
         return sub
 
     run = command("run", cmd_run, "run a replica in the foreground until SIGINT or SIGTERM")

@@ -14,6 +14,8 @@ from cronlease._shell_task import CommandTask, terminate_running
 from cronlease.cli.common import (
     DISABLED_ENV,
     EXIT_OK,
+    Preset,
+    UsageError,
     config_from_args,
     config_scheduler,
     database_url,
@@ -46,15 +48,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Of the grace, the end is kept for commands (if any) to stop after their SIGTERM.
     has_commands = any(spec.command is not None for spec in specs)
     for_commands = min(COMMAND_STOP_SECONDS, grace / 5) if has_commands else 0.0
-    scheduler = config_scheduler(
-        url,
-        config,
-        shutdown_grace=grace - for_commands,
-        history_keep=config.history_keep,
-        roles=config.roles if args.roles is None else args.roles,
-    )
+    preset: Preset | None = getattr(args, "preset", None)
+    if preset is not None and preset.scheduler is not None:
+        if args.database:
+            raise UsageError("--database: the database is the application's settings here")
+        if args.roles is not None:
+            raise UsageError("--role: this replica's roles are the application's settings here")
+        scheduler = preset.scheduler  # its tasks and listeners, declared by the application
+        scheduler.shutdown_grace = grace - for_commands
+    else:
+        scheduler = config_scheduler(
+            url,
+            config,
+            shutdown_grace=grace - for_commands,
+            history_keep=config.history_keep,
+            roles=config.roles if args.roles is None else args.roles,
+        )
     for spec in specs:
-        spec.add_to(scheduler)
+        if spec.name not in scheduler.tasks:
+            spec.add_to(scheduler)
     if not specs:
         logger.warning("%s declares no enabled task: this replica has nothing to run", config.path)
     try:

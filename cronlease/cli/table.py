@@ -27,6 +27,7 @@ __all__ = [
     "ORPHANS_SHOWN",
     "orphans_summary",
     "orphans_table",
+    "status_rows",
     "status_table",
 ]
 
@@ -40,10 +41,18 @@ _CRON = re.compile(r"^cron '(?P<expression>.*)' \((?P<zone>.*)\)$")
 
 def status_table(report: StatusReport, *, wide: bool) -> None:
     if wide:
-        print_table(_WIDE, [_wide_row(task) for task in report.tasks])
+        print_table(*status_rows(report, wide=True))
         return
-    rows = [_narrow_row(task, report) for task in report.tasks]
-    print_table(_NARROW, fit_table(_NARROW, rows, NARROW_WIDTH, _SHRINKABLE))
+    headers, rows = status_rows(report, wide=False)
+    print_table(headers, fit_table(headers, rows, NARROW_WIDTH, _SHRINKABLE))
+
+
+def status_rows(report: StatusReport, *, wide: bool) -> tuple[list[str], list[list[str]]]:
+    """The headers and cells of the table, whole (a terminal's width not applied): what
+    ``status`` prints and the Django admin page shows (cronlease/contrib/django)."""
+    if wide:
+        return list(_WIDE), [_wide_row(task) for task in report.tasks]
+    return list(_NARROW), [_narrow_row(task, report) for task in report.tasks]
 
 
 def orphans_table(rows: Sequence[TaskStatus]) -> None:

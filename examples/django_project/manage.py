@@ -1,9 +1,11 @@
 #!/usr/bin/env python
 """Django's command-line utility for this example project.
 
-python manage.py runserver          # the scheduler starts in the serving process
-python manage.py cronlease_run      # a scheduler alone, without a web server
-gunicorn project.wsgi --workers 3   # one scheduler per worker (AppConfig.ready)
+python manage.py migrate                   # Django's tables (the admin's users)
+python manage.py runserver                 # serving: a replica from the first request
+python manage.py cronlease run             # a replica alone, without a web server
+python manage.py cronlease status          # every task's lease, state, last run
+gunicorn project.wsgi --workers 3          # one replica per worker
 """
 
 from __future__ import annotations
@@ -14,9 +16,6 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    if sys.argv[1:2] != ["runserver"]:
-        # migrate, shell, cronlease_run, ...: AppConfig.ready() must not start a scheduler.
-        os.environ.setdefault("CRONLEASE_AUTOSTART", "0")
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

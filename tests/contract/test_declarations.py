@@ -17,7 +17,7 @@ from cronlease import LeaseStore, RunContext, Scheduler
 from cronlease._lease.model import AcquireRequest
 from cronlease._status import read_status
 from cronlease._status.rules import DeclaredTask
-from cronlease.cli.inspect import _read
+from cronlease.cli.inspect import read_report
 from cronlease.config import load_config
 from tests.support.leases import set_lease_end, won
 from tests.support.procs import wait_for
@@ -104,7 +104,7 @@ def test_the_files_grace_is_the_one_the_status_command_judges_by(tmp_path: Path)
             assert lease is not None
             store.finish(lease, "succeeded")
             set_lease_end(store, name, five_minutes_ago + 1.0)
-        report = _read(store, config, tables=True)
+        report = read_report(store, config, tables=True)
     finally:
         store.dispose()
     # 4 minutes late: within the hour the file gives one, past the half minute of the other

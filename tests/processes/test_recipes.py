@@ -1,7 +1,7 @@
 """The framework recipes in examples/, run as users run them: real servers, several workers.
 
 Each test starts the real server (uvicorn, gunicorn, Django under gunicorn plus
-``manage.py cronlease_run``) as a subprocess on one database, waits until the
+``manage.py cronlease run``) as a subprocess on one database, waits until the
 scheduler of every worker handles ticks, counts at least five more ticks of an
 ``every="1s"`` task at the ledger, stops the server with SIGTERM and checks that
 it exits cleanly and that every slot between the first and the last ran once.
@@ -146,10 +146,18 @@ class Recipe:
         assert body is not None
         return body
 
-    def count_ticks(self, processes: int) -> set[int]:
-        """Wait until ``processes`` schedulers handle ticks, then for TICKS more runs."""
+    def count_ticks(self, processes: int, poke: str | None = None) -> set[int]:
+        """Wait until ``processes`` schedulers handle ticks, then for TICKS more runs.
+        ``poke``: a URL fetched while waiting (a worker that starts its scheduler on its
+        first request needs one)."""
+
+        def up() -> bool:
+            if poke is not None:
+                http_get(poke)
+            return len(self.alive_pids()) >= processes
+
         wait_for(
-            lambda: len(self.alive_pids()) >= processes,
+            up,
             20,
             f"{processes} processes with a working scheduler (saw {self.alive_pids()}); "
             f"logs:\n{self.logs()}",
@@ -296,10 +304,11 @@ def test_django_under_gunicorn_and_a_cronlease_run_command(recipe: Recipe) -> No
         ],
         env,
     )
-    command = recipe.start([str(DJANGO_PROJECT / "manage.py"), "cronlease_run"], env)
+    command = recipe.start([str(DJANGO_PROJECT / "manage.py"), "cronlease", "run"], env)
     base = f"http://127.0.0.1:{port}"
     recipe.wait_until_answering(f"{base}/healthz")
-    alive = recipe.count_ticks(3)  # two gunicorn workers (AppConfig.ready) and the command
+    # two gunicorn workers (AUTOSTART: each from its first request) and the command
+    alive = recipe.count_ticks(3, poke=f"{base}/healthz")
     assert command.popen.pid in alive
     page = http_get(f"{base}/cronlease/")
     assert page is not None and page[0] == 200 and recipe.name in page[1]
@@ -310,7 +319,7 @@ def test_django_under_gunicorn_and_a_cronlease_run_command(recipe: Recipe) -> No
 
 
 def test_django_management_commands_do_not_start_the_scheduler(recipe: Recipe) -> None:
-    """``manage.py check`` runs AppConfig.ready() but must not run tasks."""
+    """``manage.py check`` runs AppConfig.ready() but must not run tasks (AUTOSTART is on)."""
     env = recipe.env(DJANGO_PROJECT, DJANGO_SETTINGS_MODULE="tests.support.recipe_django_settings")
     result = subprocess.run(
         [sys.executable, str(DJANGO_PROJECT / "manage.py"), "check"],

@@ -1,8 +1,13 @@
-"""The example Django project's settings, plus the test's task module."""
+"""The example Django project's settings, on the test's database, plus the test's app."""
 
 from __future__ import annotations
 
-from project.settings import *  # noqa: F403  (examples/django_project is on PYTHONPATH)
-from project.settings import CRONLEASE_TASK_MODULES
+import os
 
-CRONLEASE_TASK_MODULES = [*CRONLEASE_TASK_MODULES, "tests.support.recipe_django_tasks"]
+from project.settings import *  # noqa: F403  (examples/django_project is on PYTHONPATH)
+from project.settings import INSTALLED_APPS
+
+from tests.support.django_project import databases_entry
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.support.recipe_django"]
+DATABASES = {"default": databases_entry(os.environ["CRONLEASE_DATABASE_URL"])}

@@ -5,8 +5,8 @@ import os
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
+from cronlease.contrib.django import scheduler
 from cronlease.web import StatusPage
-from periodic.cron import scheduler
 
 _status_page = StatusPage(scheduler)
 

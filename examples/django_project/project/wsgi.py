@@ -1,7 +1,7 @@
 """WSGI entry point: ``gunicorn project.wsgi --workers 3``.
 
 Each worker imports this module after the fork and sets Django up, so
-``JobsConfig.ready()`` starts one scheduler per worker.
+each worker starts its replica on its first request (CRONLEASE["AUTOSTART"]).
 """
 
 from __future__ import annotations

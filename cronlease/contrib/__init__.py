@@ -1,0 +1,1 @@
+"""Integrations with frameworks that have an application model of their own (Django)."""

@@ -1,0 +1,290 @@
+"""cronlease.contrib.django in a throwaway project: INSTALLED_APPS and DATABASES only.
+
+Two ``manage.py cronlease run`` processes run every tick once, at the ledger; a
+plain ``django.setup()`` script (and ``manage.py check``) writes nothing to the
+database; a settings mistake exits 2 naming the setting, the task and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, inspect
+
+from tests.conftest import url_for
+from tests.support import databases, ledger
+from tests.support.django_project import write_project
+from tests.support.ledger import assert_every_slot_once
+from tests.support.procs import ROOT, wait_for
+
+pytestmark = pytest.mark.slow
+
+TICKS = 3
+
+
+def project_env(root: Path, url: str, task: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRONLEASE_", "DJANGO_"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(ROOT), str(root)]),
+        CRONLEASE_DATABASE_URL=url,  # the ledger's (the tasks' side effect), not cronlease's
+        CRONLEASE_TEST_TASK=task,
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def django_url(backend: str, tmp_path: Path) -> str:
+    url = url_for(backend, tmp_path)  # skips when the server is not there
+    # a database of its own (the run's schema is a search_path Django cannot give)
+    return databases.postgres_database() if backend == "postgresql" else url
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_two_manage_py_cronlease_runs_run_every_tick_once(
+    backend: str, tmp_path: Path, task_name: str
+) -> None:
+    url = django_url(backend, tmp_path)
+    manage = write_project(tmp_path, url)
+    ledger.setup(url)
+    env = project_env(tmp_path, url, task_name)
+    logs = [tmp_path / f"run-{n}.log" for n in range(2)]
+    procs = []
+    for log in logs:
+        with log.open("wb") as out:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(manage), "cronlease", "run", "--grace", "5"],
+                    cwd=tmp_path,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+
+    def output() -> str:
+        return "\n".join(log.read_text(errors="replace") for log in logs)
+
+    try:
+        # both replicas handle ticks (each marks itself alive), then a few more ticks
+        wait_for(
+            lambda: (
+                {pid for pid, _ in ledger.entries(url, f"{task_name}:alive")}
+                == {p.pid for p in procs}
+            ),
+            timeout=30,
+            message="both manage.py cronlease run processes handle ticks",
+        )
+        first = len(ledger.entries(url, task_name))
+        wait_for(lambda: len(ledger.entries(url, task_name)) >= first + TICKS, timeout=30)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=30) for proc in procs]
+    assert codes == [0, 0], output()
+    assert_every_slot_once([slot for slot, _ in ledger.entries(url, task_name)])
+
+
+def test_a_plain_django_setup_and_manage_py_check_write_nothing(
+    tmp_path: Path, task_name: str
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    # AUTOSTART opted in: still only a process that serves a request starts a replica
+    manage = write_project(tmp_path, url, 'CRONLEASE = {"AUTOSTART": True}\n')
+    ledger.setup(url)  # the file exists: nothing but cronlease's tables could appear in it
+    env = project_env(tmp_path, url, task_name)
+    script = (
+        "import os, django\n"
+        "os.environ['DJANGO_SETTINGS_MODULE'] = 'project_settings'\n"
+        "django.setup()\n"
+        "from cronlease.contrib.django import scheduler\n"
+        "print(sorted(scheduler.tasks))\n"
+    )
+    setup = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert setup.returncode == 0, setup.stderr
+    assert setup.stdout.strip() == repr([task_name])  # declared from ledgerapp/tasks.py
+    check = subprocess.run(
+        [sys.executable, str(manage), "check"], cwd=tmp_path, env=env, capture_output=True
+    )
+    assert check.returncode == 0, check.stderr
+    engine = create_engine(url)
+    try:
+        assert inspect(engine).get_table_names() == ["cronlease_test_ledger"]
+    finally:
+        engine.dispose()
+
+
+def test_a_settings_mistake_exits_2_naming_the_setting_task_and_key(
+    tmp_path: Path, task_name: str
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    bad = 'CRONLEASE = {"TASKS": {"nightly": {"call": "ledgerapp.tasks:attach", "every": "5q"}}}\n'
+    manage = write_project(tmp_path, url, bad)
+    env = project_env(tmp_path, url, task_name)
+    result = subprocess.run(
+        [sys.executable, str(manage), "cronlease", "run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "settings.CRONLEASE: task 'nightly', key 'every':" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not Path(url.removeprefix("sqlite:///")).exists()  # started nothing
+    check = subprocess.run(
+        [sys.executable, str(manage), "check"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode != 0
+    assert "cronlease.E001" in check.stderr and "key 'every'" in check.stderr
+
+
+ADMIN_SETTINGS = """\
+INSTALLED_APPS = [
+    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
+    "django.contrib.sessions", "django.contrib.messages", *INSTALLED_APPS,
+]
+SECRET_KEY = "test-only"
+ROOT_URLCONF = "project_urls"
+CRONLEASE = {"AUTOSTART": True}
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates",
+    "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+    ]},
+}]
+"""
+
+ADMIN_URLS = """\
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/cronlease/", include("cronlease.contrib.django.urls")),
+    path("admin/", admin.site.urls),
+]
+"""
+
+
+def test_the_admin_pages_render_for_a_superuser(tmp_path: Path, task_name: str) -> None:
+    url = url_for("sqlite", tmp_path)
+    manage = write_project(tmp_path, url, ADMIN_SETTINGS)
+    (tmp_path / "project_urls.py").write_text(ADMIN_URLS)
+    ledger.setup(url)
+    env = project_env(tmp_path, url, task_name)
+    replica = subprocess.Popen(
+        [sys.executable, str(manage), "cronlease", "run"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:  # one run recorded, for the pages to show
+        wait_for(lambda: ledger.entries(url, task_name), timeout=30, message="a first run")
+    finally:
+        replica.send_signal(signal.SIGTERM)
+        assert replica.wait(timeout=30) == 0
+    pages = subprocess.run(
+        [sys.executable, "-m", "tests.support.django_admin_pages", task_name],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert pages.returncode == 0, pages.stderr
+    assert pages.stdout.splitlines() == [
+        "anonymous 302",  # to the admin's login page
+        "tasks 200 shown",
+        "history 200 shown",
+        "unknown 404",
+        "post 405",
+        "started False",  # the test client's requests start no replica, AUTOSTART or not
+    ], pages.stdout
+
+
+def test_autostart_starts_a_replica_in_a_gunicorn_worker_on_its_first_request(
+    tmp_path: Path, task_name: str
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    write_project(tmp_path, url, 'CRONLEASE = {"AUTOSTART": True}\nROOT_URLCONF = "ledgerapp"\n')
+    (tmp_path / "ledgerapp" / "__init__.py").write_text("urlpatterns = []\n")
+    (tmp_path / "project_wsgi.py").write_text(
+        "import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'project_settings')\n"
+        "from django.core.wsgi import get_wsgi_application\napplication = get_wsgi_application()\n"
+    )
+    ledger.setup(url)
+    port = free_port()
+    log = tmp_path / "gunicorn.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "project_wsgi:application",
+                "--workers",
+                "1",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--graceful-timeout",
+                "30",
+            ],
+            cwd=tmp_path,
+            env=project_env(tmp_path, url, task_name),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        # any request starts it (this one is a 404); until one comes the worker runs nothing
+        wait_for(lambda: http_status(f"http://127.0.0.1:{port}/"), timeout=30)
+        wait_for(lambda: len(ledger.entries(url, task_name)) >= 2, timeout=30)
+        pids = {pid for pid, _ in ledger.entries(url, task_name)}
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(timeout=40)
+    assert code == 0, log.read_text(errors="replace")
+    assert server.pid not in pids  # the worker ran it, not the master
+    assert_every_slot_once([slot for slot, _ in ledger.entries(url, task_name)])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_status(address: str) -> int | None:
+    try:
+        with urllib.request.urlopen(address, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None

@@ -1,0 +1,1 @@
+"""An installed app of the recipe test: its tasks.py declares the ledger task."""
