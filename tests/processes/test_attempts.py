@@ -203,6 +203,9 @@ def test_a_crash_of_every_replica_recovers_each_slot_once(
 def test_a_failing_task_is_retried_by_the_fleet_with_backoff(
     db_url: str, lease_store: LeaseStore, task_name: str, retries: int
 ) -> None:
+    # every 6 s: the chain of attempts (0.5 s + 1 s of backoff, two polls, three runs)
+    # fits before the next fire time with seconds to spare on a loaded CI host, and
+    # the test waits about two periods (the first tick, then the one that ends it)
     delay = 0.5
     procs = replicas(
         db_url,
@@ -210,7 +213,7 @@ def test_a_failing_task_is_retried_by_the_fleet_with_backoff(
         1,
         3,
         recover="0",
-        every="10s",
+        every="6s",
         fail_below="3",
         retries=str(retries),
         retry_delay=f"{delay}s",
