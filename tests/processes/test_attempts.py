@@ -81,7 +81,11 @@ def test_a_stale_attempt_cannot_commit_after_recovery(
     # the lease row locked until its connection ended, and no survivor could recover
     # the slot (one clean-clone run in four on MariaDB): the server now ends a session
     # idle in a transaction after IDLE_IN_TRANSACTION_TIMEOUT (test_idle_transactions.py).
-    procs = replicas(db_url, task_name, 1, 3, hold="6")
+    # every 8 s, not the replica's 15 s: the recovery is due within TTL + a poll of the
+    # SIGSTOP, long before the next fire time, and the test waits for the first tick.
+    # The hold (4 s, was 6) only has to outlast the test's SIGSTOP after the "running"
+    # line; the stale attempt resumes once the hold has passed and the process continues.
+    procs = replicas(db_url, task_name, 1, 3, hold="4", every="8s")
     try:
         holder, name, slot, _, _, _ = wait_for(
             lambda: next(iter(runs_seen(procs)), None), 40, "a first attempt"
