@@ -20,13 +20,17 @@ import logging
 from cronlease._lease.store import LeaseStore
 from cronlease._task import Task
 
-__all__ = ["ABANDON_BATCH", "ABANDON_ROUNDS", "STUCK_WATCHER_TASK", "watcher_task"]
+__all__ = ["ABANDON_BATCH", "ABANDON_ROUNDS", "STUCK_WATCHER_TASK", "WATCH_EVERY", "watcher_task"]
 
 #: its name (not listed in ``Scheduler.tasks``)
 STUCK_WATCHER_TASK = "cronlease-stuck-watcher"
 #: runs one statement marks at most, and statements one pass makes at most
 ABANDON_BATCH = 1000
 ABANDON_ROUNDS = 10
+#: its schedule, read when a scheduler declares it; a module value so a test replica
+#: can shorten the minute the process tests would otherwise wait for (not an option:
+#: a fleet whose replicas disagree on it would share one lease between two schedules)
+WATCH_EVERY = "1m"
 
 logger = logging.getLogger("cronlease")
 
@@ -59,5 +63,9 @@ def watcher_task(store: LeaseStore, namespace: str | None) -> Task:
         watch(store)
 
     return Task.declare(
-        stuck_watcher, every="1m", name=STUCK_WATCHER_TASK, namespace=namespace, catchup="skip"
+        stuck_watcher,
+        every=WATCH_EVERY,
+        name=STUCK_WATCHER_TASK,
+        namespace=namespace,
+        catchup="skip",
     )

@@ -63,9 +63,15 @@ def recorded(scheduler: Scheduler, name: str, slot: int) -> list[RunRecord]:
 
 
 def declare_failing(
-    scheduler: Scheduler, db_url: str, name: str, *, fail_until: int, **options: object
+    scheduler: Scheduler,
+    db_url: str,
+    name: str,
+    *,
+    fail_until: int,
+    every: str = "5s",
+    **options: object,
 ) -> None:
-    @scheduler.task(every="5s", name=name, **options)  # type: ignore[call-overload]
+    @scheduler.task(every=every, name=name, **options)  # type: ignore[call-overload]
     def flaky(ctx: RunContext) -> None:
         attempt_ledger.append(db_url, name, ctx)
         if ctx.attempt <= fail_until:
@@ -151,8 +157,11 @@ def test_a_retry_that_would_reach_the_next_fire_time_is_not_started(
 ) -> None:
     attempt_ledger.setup(db_url)
     scheduler = Scheduler(db_url)
-    # every 5 s; the retry would be due 6 s after the failure: past the next tick
-    declare_failing(scheduler, db_url, task_name, fail_until=99, retries=3, retry_delay="6s")
+    # every 2 s; the retry would be due 3 s after the failure: past the next tick (the
+    # test waits three periods: it was 5 s and 6 s, 15 s per backend in CI)
+    declare_failing(
+        scheduler, db_url, task_name, fail_until=99, retries=3, retry_delay="3s", every="2s"
+    )
     with running(scheduler):
         slots = wait_for(
             lambda: len(s := by_slot(attempt_ledger.entries(db_url, task_name))) >= 3 and s,

@@ -25,6 +25,10 @@ from tests.support.attempt_ledger import Entry
 from tests.support.procs import Proc, wait_for
 
 TTL = 2.0
+#: the task's period: a recovery (due within TTL + a poll of the kill) fits in it with
+#: two seconds to spare, so a wrong one would show before the next tick; the tests
+#: wait one or two periods (it was 10 s: 20 s per case in CI)
+EVERY = 5
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "mysql"])
@@ -48,7 +52,8 @@ def start(procs: list[Proc], url: str, name: str, *, recover: bool) -> None:
     }
     attempt_ledger.setup(url)
     procs.extend(
-        Proc("-m", "tests.support.attempt_replica", url, name, "10s", env=env) for _ in range(3)
+        Proc("-m", "tests.support.attempt_replica", url, name, f"{EVERY}s", env=env)
+        for _ in range(3)
     )
     for proc in procs:
         proc.expect("started", timeout=60)
@@ -114,7 +119,7 @@ def test_without_recover_a_killed_holders_slot_is_not_run_again(
     entries = attempt_ledger.entries(url, task_name)
     assert [e.attempt for e in entries if e.slot == first.slot] == [1]
     assert all(e.attempt == 1 and not e.recovering for e in entries)
-    assert following[0].slot == first.slot + 10_000
+    assert following[0].slot == first.slot + EVERY * 1000
     store = LeaseStore.from_url(url)
     try:
         runs = {(r.slot, r.attempt): r.outcome for r in store.history(task_name, 10)}

@@ -81,7 +81,11 @@ def test_a_stale_attempt_cannot_commit_after_recovery(
     # the lease row locked until its connection ended, and no survivor could recover
     # the slot (one clean-clone run in four on MariaDB): the server now ends a session
     # idle in a transaction after IDLE_IN_TRANSACTION_TIMEOUT (test_idle_transactions.py).
-    procs = replicas(db_url, task_name, 1, 3, hold="6")
+    # every 8 s, not the replica's 15 s: the recovery is due within TTL + a poll of the
+    # SIGSTOP, long before the next fire time, and the test waits for the first tick.
+    # The hold (4 s, was 6) only has to outlast the test's SIGSTOP after the "running"
+    # line; the stale attempt resumes once the hold has passed and the process continues.
+    procs = replicas(db_url, task_name, 1, 3, hold="4", every="8s")
     try:
         holder, name, slot, _, _, _ = wait_for(
             lambda: next(iter(runs_seen(procs)), None), 40, "a first attempt"
@@ -117,7 +121,10 @@ def survivor_pid(procs: list[Proc], name: str, slot: int) -> int:
 def test_the_watcher_abandons_a_paused_tasks_dead_run(
     db_url: str, lease_store: LeaseStore, task_name: str
 ) -> None:
-    [holder] = replicas(db_url, task_name, 1, 1, hold="block", recover="0", every="6s")
+    """The watcher's schedule is not the point, so it runs every 2 s instead of every
+    minute (its own lease row, in a namespace of the test's own): the CI minute of
+    waiting for its pass, on each backend, was most of this test."""
+    [holder] = replicas(db_url, task_name, 1, 1, hold="block", recover="0", every="2s")
     name = f"{task_name}-0"
     others: list[Proc] = []
     try:
@@ -126,11 +133,11 @@ def test_the_watcher_abandons_a_paused_tasks_dead_run(
         lease_store.pause(name)
         [fence_then] = [lease.fence for lease in lease_store.leases([name])]
         # a replica that does not declare the task: its own recover=True task brings the
-        # fleet-wide watcher
-        others = replicas(db_url, f"{task_name}-other", 1, 1, every="1h")
+        # fleet-wide watcher, whose pass marks other namespaces' runs too
+        others = replicas(db_url, "other", 1, 1, every="1h", namespace=task_name, watch_every="2s")
         wait_for(
             lambda: lease_store.history(name)[0].outcome == "abandoned",
-            90,
+            30,
             "the dead run marked abandoned by the watcher",
         )
         [lease] = lease_store.leases([name])
@@ -200,6 +207,9 @@ def test_a_crash_of_every_replica_recovers_each_slot_once(
 def test_a_failing_task_is_retried_by_the_fleet_with_backoff(
     db_url: str, lease_store: LeaseStore, task_name: str, retries: int
 ) -> None:
+    # every 6 s: the chain of attempts (0.5 s + 1 s of backoff, two polls, three runs)
+    # fits before the next fire time with seconds to spare on a loaded CI host, and
+    # the test waits about two periods (the first tick, then the one that ends it)
     delay = 0.5
     procs = replicas(
         db_url,
@@ -207,7 +217,7 @@ def test_a_failing_task_is_retried_by_the_fleet_with_backoff(
         1,
         3,
         recover="0",
-        every="10s",
+        every="6s",
         fail_below="3",
         retries=str(retries),
         retry_delay=f"{delay}s",

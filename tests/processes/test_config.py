@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -301,11 +302,20 @@ def _write_case(folder: Path, case: Case) -> Path:
     return path
 
 
+#: cases also run as ``python -m cronlease`` itself, the command's real entry point
+#: (the others go through tests/support/cli_forks.py: one interpreter start for all)
+THROUGH_THE_ENTRY_POINT = ("unknown-key", "missing-file", "unimportable-call")
+
+
 @pytest.fixture(scope="module")
 def cli_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, Path]]:
-    """Run ``cronlease run`` on every malformed file, four at a time."""
+    """Run ``cronlease run`` on every malformed file, each in a process of its own."""
 
     paths = {name: _write_case(tmp_path_factory.mktemp(name), CASES[name]) for name in CASES}
+
+    def env(folder: Path) -> dict[str, str]:
+        # this tree's code, not whatever cronlease the interpreter has installed
+        return {"PATH": "/usr/bin:/bin", "HOME": str(folder), "PYTHONPATH": str(ROOT)}
 
     def run(name: str) -> tuple[str, tuple[int, str, Path]]:
         path = paths[name]
@@ -316,13 +326,40 @@ def cli_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int
             capture_output=True,
             text=True,
             timeout=60,
-            # this tree's code, not whatever cronlease the interpreter has installed
-            env={"PATH": "/usr/bin:/bin", "HOME": str(folder), "PYTHONPATH": str(ROOT)},
+            env=env(folder),
         )
         return name, (result.returncode, result.stderr, path)
 
-    with ThreadPoolExecutor(4) as pool:
-        return dict(pool.map(run, CASES))
+    forked = [name for name in CASES if name not in THROUGH_THE_ENTRY_POINT]
+    commands = "".join(
+        json.dumps(
+            {
+                "argv": ["run", "-c", str(paths[name])],
+                "cwd": str(paths[name].parent),
+                "env": env(paths[name].parent),
+            }
+        )
+        + "\n"
+        for name in forked
+    )
+    with ThreadPoolExecutor(len(THROUGH_THE_ENTRY_POINT)) as pool:
+        direct = pool.map(run, THROUGH_THE_ENTRY_POINT)
+        forks = subprocess.run(
+            [sys.executable, "-m", "tests.support.cli_forks"],
+            cwd=ROOT,
+            input=commands,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env(ROOT),
+        )
+        results = dict(direct)
+    assert forks.returncode == 0, forks.stderr
+    replies = [json.loads(line) for line in forks.stdout.splitlines()]
+    assert len(replies) == len(forked), forks.stdout
+    for name, reply in zip(forked, replies, strict=True):
+        results[name] = (reply["code"], reply["stderr"], paths[name])
+    return results
 
 
 @pytest.mark.slow

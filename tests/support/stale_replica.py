@@ -14,6 +14,11 @@ Declares COUNT tasks ``PREFIX-0`` .. ``PREFIX-<COUNT-1>``, each ``recover=True``
 - with ``CRONLEASE_TEST_WORK=<seconds>`` it then takes that long;
 - with ``CRONLEASE_TEST_FAIL_BELOW=N`` it then raises while its attempt is below N
   (declared with ``CRONLEASE_TEST_RETRIES`` retries, ``CRONLEASE_TEST_RETRY_DELAY`` apart).
+
+``CRONLEASE_TEST_NAMESPACE`` gives the scheduler a namespace (its tasks and its
+stuck watcher's lease row are then the test's own); ``CRONLEASE_TEST_WATCH_EVERY``
+replaces the stuck watcher's minute, so a test waits seconds for its pass — only
+with a namespace, or the fleet-wide watcher row of other tests would change schedule.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from sqlalchemy.pool import NullPool
 
 from cronlease import LeaseLostError, RunContext, Scheduler
 from cronlease._lease.database import normalize_url
+from cronlease._run import watcher
 from tests.support import ledger
 
 _print_lock = threading.Lock()
@@ -56,7 +62,12 @@ def main() -> None:
     )
     connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
     effects = create_engine(normalize_url(url), poolclass=NullPool, connect_args=connect_args)
-    scheduler = Scheduler(url, max_workers=max_workers)
+    namespace = os.environ.get("CRONLEASE_TEST_NAMESPACE") or None
+    watch_every = os.environ.get("CRONLEASE_TEST_WATCH_EVERY")
+    if watch_every:
+        assert namespace, "a shorter stuck watcher needs a namespace of its own"
+        watcher.WATCH_EVERY = watch_every
+    scheduler = Scheduler(url, max_workers=max_workers, namespace=namespace)
 
     def run(ctx: RunContext) -> None:
         name = ctx.name
