@@ -1,4 +1,4 @@
-"""Roles: which replicas may run a task (docs/design.md §5.32).
+"""Roles: which replicas may run a task (docs/design.md §5.34).
 
 A task with ``roles`` runs only on a replica that has at least one of them; a
 task without roles runs on every replica, whatever its roles. A replica without
