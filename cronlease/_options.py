@@ -190,9 +190,11 @@ def _ping_url(value: Any) -> str:
     url = _string("https://hc-ping.com/<uuid>")(value)
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        # not the URL itself: its path is the check's secret, and errors reach logs
+        shown = f"{parts.scheme}://{parts.hostname}/..." if parts.hostname else "that"
         raise ConfigError(
             "must be an http:// or https:// URL without a query, such as "
-            f"'https://hc-ping.com/<uuid>', not {url!r}"
+            f"'https://hc-ping.com/<uuid>', not {shown}"
         )
     # "/start" and "/fail" are appended: a trailing slash would make them "//start"
     return url.rstrip("/")

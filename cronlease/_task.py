@@ -27,7 +27,7 @@ from cronlease._options import (
     schedule_of,
 )
 from cronlease._timing import jitter
-from cronlease._timing.schedule import Schedule, slot_of, time_of_slot
+from cronlease._timing.schedule import Schedule, time_of_slot
 from cronlease.errors import ConfigError
 
 __all__ = [
@@ -184,7 +184,7 @@ class Task:
     alert_after: int = 1
     #: Healthchecks-style pings: ``/start``, the URL on success, ``/fail``
     #: (:mod:`cronlease._run.pings`)
-    ping_url: str | None = None
+    ping_url: str | None = field(default=None, repr=False)  # its path is a secret
     #: seconds at most a scheduled tick starts after its slot, the same on every replica
     #: (:mod:`cronlease._timing.jitter`); 0: at the slot
     jitter: float = 0.0
@@ -280,10 +280,7 @@ class Task:
 
     def jitter_for(self, fire_time: datetime) -> float:
         """Seconds after ``fire_time`` its scheduled tick starts (0 without jitter)."""
-        if not self.jitter:
-            return 0.0
-        gap = self.schedule.gap_after(fire_time)
-        return jitter.offset(self.full_name, slot_of(fire_time), self.jitter, gap)
+        return jitter.start_after(self.full_name, self.schedule, fire_time, self.jitter)
 
     def grace_for(self, fire_time: datetime) -> float:
         return self.grace if self.grace is not None else self.schedule.grace(fire_time)

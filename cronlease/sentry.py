@@ -90,7 +90,9 @@ def monitor_config(task: Task, now: datetime | None = None) -> MonitorConfig:
     schedule = task.schedule
     when = now or datetime.now(timezone.utc)
     config: MonitorConfig = {
-        "checkin_margin": _minutes(task.grace_for(when)),
+        # a jittered run starts up to `jitter` after its slot, and its grace counts
+        # from there: without it Sentry would call a late jittered start missed
+        "checkin_margin": _minutes(task.jitter + task.grace_for(when)),
         "timezone": schedule.timezone,
     }
     if schedule.kind == "cron":

@@ -71,8 +71,15 @@ OVERDUE_SECONDS = 2 * RENEW_SECONDS
 
 
 def task_key(task: Task) -> int:
-    """A declared task's part of its replica's task-set digest (name and schedule)."""
-    data = f"{task.full_name}\0{task.schedule.fingerprint}".encode("utf-8", "surrogatepass")
+    """A declared task's part of its replica's task-set digest (name, schedule, roles).
+
+    Roles count: replicas that disagree on who may run a task (mid-deploy) must not rank
+    together, or each may leave a tick to one that never fires it. A task without roles
+    hashes as before roles existed, so older replicas still share a digest with newer."""
+    text = f"{task.full_name}\0{task.schedule.fingerprint}"
+    if task.roles:
+        text += "\0" + ",".join(task.roles)
+    data = text.encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
 

@@ -23,6 +23,7 @@ import logging
 import os
 import queue
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -153,15 +154,18 @@ class Pinger:
             self._streaks.ended(ping.task, "ping")
 
     def flush(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for the queued pings to go out; True if they did."""
-        done = threading.Event()
+        """Wait up to ``timeout`` s for the queued pings to go out; True if they did.
 
-        def wait() -> None:
-            self._queue.join()
-            done.set()
-
-        threading.Thread(target=wait, name="cronlease-pings-flush", daemon=True).start()
-        return done.wait(timeout)
+        On the queue's own condition, with a deadline — not a helper thread: at exit
+        (atexit) Python 3.12.0 and 3.12.1 refuse to start one."""
+        deadline = time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._queue.all_tasks_done.wait(left)
+        return True
 
 
 def _drain(pings: queue.Queue[Ping], pinger: weakref.ref[Pinger]) -> None:

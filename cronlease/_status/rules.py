@@ -16,6 +16,7 @@ from cronlease._lease.model import LeaseInfo, Outcome
 from cronlease._lease.store import LeaseStore
 from cronlease._safe_text import MIN_SCRUBBED_PASSWORD, redact_secrets
 from cronlease._task import Task
+from cronlease._timing.jitter import start_after
 from cronlease._timing.schedule import Schedule, slot_of, time_of_slot
 
 __all__ = [
@@ -171,6 +172,8 @@ class DeclaredTask:
     alert_after: int = 1
     #: only replicas with one of these run it (cronlease/_roles.py)
     roles: tuple[str, ...] = ()
+    #: seconds at most a tick starts after its slot (cronlease/_timing/jitter.py)
+    jitter: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -192,10 +195,15 @@ class DeclaredTask:
             alert_after=task.alert_after,
             enabled=task.enabled,
             roles=task.roles,
+            jitter=task.jitter,
         )
 
     def grace_for(self, fire_time: datetime) -> float:
         return self.grace if self.grace is not None else self.schedule.grace(fire_time)
+
+    def start_for(self, fire_time: datetime) -> float:
+        """Seconds after ``fire_time`` its tick starts: its jitter offset (0 without)."""
+        return start_after(self.name, self.schedule, fire_time, self.jitter)
 
 
 def is_overdue(
@@ -229,7 +237,9 @@ def is_overdue(
         return False
     if cursor is not None and slot_of(expected) <= cursor:
         return False
-    return (now - expected).total_seconds() > task.grace_for(expected)
+    # the grace counts from the jittered start, as admission's does (design §5.33)
+    late = (now - expected).total_seconds() - task.start_for(expected)
+    return late > task.grace_for(expected)
 
 
 def _counts_from_one(value: object) -> bool:

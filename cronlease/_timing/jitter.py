@@ -10,8 +10,11 @@ the lease are those of the un-jittered fire time). A hash, not a random source:
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 
-__all__ = ["offset"]
+from cronlease._timing.schedule import Schedule, slot_of
+
+__all__ = ["offset", "start_after"]
 
 _SCALE = float(1 << 64)
 
@@ -25,3 +28,11 @@ def offset(full_name: str, slot: int, jitter: float, gap: float) -> float:
         return 0.0
     digest = hashlib.blake2b(f"{full_name}\x00{slot}".encode(), digest_size=8).digest()
     return most * (int.from_bytes(digest, "big") / _SCALE)
+
+
+def start_after(full_name: str, schedule: Schedule, fire_time: datetime, jitter: float) -> float:
+    """Seconds after ``fire_time`` the tick of the task stored as ``full_name`` starts
+    (0 without jitter): what admission waits for, and what the status allows for."""
+    if not jitter:
+        return 0.0
+    return offset(full_name, slot_of(fire_time), jitter, schedule.gap_after(fire_time))

@@ -44,6 +44,8 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MIN_INTERVAL = timedelta(seconds=1)
 MIN_TTL = 1.0
 MAX_TTL = 300.0
+#: where :meth:`Schedule.smallest_gap` starts counting (any fixed instant would do)
+GAP_REFERENCE = datetime(2001, 1, 1, tzinfo=timezone.utc)
 MAX_GRACE = 60.0
 # A replica whose clock runs fast may take a slot at most this early (issue 12): half
 # the gap alone let a daily tick run 12 hours ahead of the rest of the fleet.
@@ -271,7 +273,11 @@ class Schedule:
         """The interval, or for cron the shortest gap among the next few fire times."""
         if self.interval is not None:
             return self.interval.total_seconds()
-        times = self.upcoming(datetime.now(timezone.utc), 25)
+        # On the wall clock (UTC) from a fixed instant: an answer checked at declaration
+        # must not depend on the day it is asked (a daily task's gap is 23 h on a DST
+        # day); each tick's own gap (gap_after) still sees the zone's changes.
+        wall = self if self.timezone == "UTC" else Schedule.cron(self.expression)
+        times = wall.upcoming(GAP_REFERENCE, 25)
         gaps = [b.timestamp() - a.timestamp() for a, b in pairwise(times)]
         return min(gaps, default=MAX_TTL)
 

@@ -227,6 +227,7 @@ def declared_tasks(config: Config | None) -> list[DeclaredTask] | None:
             alert_after=spec.alert_after,
             grace=spec.grace,
             roles=spec.roles,
+            jitter=spec.jitter,
         )
         for spec in config.tasks.values()
     ]

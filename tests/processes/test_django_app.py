@@ -107,12 +107,22 @@ def test_a_plain_django_setup_and_manage_py_check_write_nothing(
         "django.setup()\n"
         "from cronlease.contrib.django import scheduler\n"
         "print(sorted(scheduler.tasks))\n"
+        # a live-server test (LiveServerTestCase, pytest-django's live_server) serves
+        # through a plain WSGIHandler: under the test environment it starts nothing
+        "from django.core.handlers.wsgi import WSGIHandler\n"
+        "from django.core.signals import request_started\n"
+        "from django.test.utils import setup_test_environment\n"
+        "setup_test_environment()\n"
+        "request_started.send(sender=WSGIHandler)\n"
+        "print(scheduler.running)\n"
     )
     setup = subprocess.run(
         [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert setup.returncode == 0, setup.stderr
-    assert setup.stdout.strip() == repr([task_name])  # declared from ledgerapp/tasks.py
+    declared, running = setup.stdout.split()
+    assert declared == repr([task_name])  # declared from ledgerapp/tasks.py
+    assert running == "False"
     check = subprocess.run(
         [sys.executable, str(manage), "check"], cwd=tmp_path, env=env, capture_output=True
     )

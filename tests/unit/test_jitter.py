@@ -7,8 +7,10 @@ from datetime import datetime, timezone
 import pytest
 
 from cronlease import Task
+from cronlease._lease.model import LeaseInfo
+from cronlease._status.rules import DeclaredTask, is_overdue
 from cronlease._timing.jitter import offset
-from cronlease._timing.schedule import slot_of
+from cronlease._timing.schedule import Schedule, slot_of
 from cronlease.errors import ConfigError
 
 
@@ -42,3 +44,29 @@ def test_a_cron_task_refuses_jitter_past_half_its_shortest_gap() -> None:
     with pytest.raises(ConfigError, match="key 'jitter': must be at most half the gap"):
         Task.declare(job, cron="*/2 * * * *", jitter="61s")
     assert Task.declare(job, cron="*/2 * * * *", jitter="60s").jitter == 60.0
+
+
+def test_the_status_counts_the_grace_from_the_jittered_start() -> None:
+    # an hourly task with 10 min of jitter and 60 s of grace: not overdue while its
+    # tick may still be waiting out its offset (review: it showed overdue for minutes)
+    schedule = Schedule.every("1h")
+    plain = DeclaredTask(name="report", schedule=schedule, grace=60.0)
+    jittered = DeclaredTask(name="report", schedule=schedule, grace=60.0, jitter=600.0)
+    previous = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
+    expected = datetime(2026, 12, 1, 11, 0, tzinfo=timezone.utc)
+    start = jittered.start_for(expected)
+    assert start == offset("report", slot_of(expected), 600.0, 3600.0) and start > 61
+    row = LeaseInfo("report", "web-1", 3, slot_of(previous), 0.0, 0.0, False, None)
+    before_start = expected.timestamp() + start - 1
+    assert is_overdue(plain, row, db_now=before_start)
+    assert not is_overdue(jittered, row, db_now=before_start)
+    assert not is_overdue(jittered, row, db_now=expected.timestamp() + start + 59)
+    assert is_overdue(jittered, row, db_now=expected.timestamp() + start + 61)
+
+
+def test_the_jitter_allowed_does_not_depend_on_the_day_it_is_checked() -> None:
+    # weekly on Sunday 03:00 in Berlin: a window of fire times that holds a DST change
+    # has a 6 d 23 h gap; the check measures the wall-clock gap, the same any day
+    weekly = Schedule.cron("0 3 * * 0", timezone="Europe/Berlin")
+    assert weekly.smallest_gap() == 7 * 86400
+    assert Task.declare(job, cron="0 3 * * 0", timezone="Europe/Berlin", jitter="1d").jitter

@@ -68,6 +68,14 @@ def test_a_bad_ping_url_is_one_line_naming_task_and_key(url: object) -> None:
     assert "\n" not in message
 
 
+def test_a_bad_ping_url_error_and_a_tasks_repr_leave_the_secret_path_out() -> None:
+    with pytest.raises(ConfigError) as raised:
+        Task.declare(lambda: None, every="1m", name="job", ping_url="ftp://hc/secret-uuid")
+    assert "secret-uuid" not in str(raised.value) and "ftp://hc/..." in str(raised.value)
+    task = Task.declare(lambda: None, every="1m", name="job", ping_url="https://hc/secret-uuid")
+    assert "secret-uuid" not in repr(task)
+
+
 def test_toml_ping_url_reaches_the_spec_and_a_bad_one_names_file_task_key(tmp_path: Path) -> None:
     path = tmp_path / "cronlease.toml"
     body = '[tasks.sync]\ncall = "os:getcwd"\nevery = "1m"\nping_url = "{}"\n'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from cronlease import Scheduler, Task
 from cronlease._roles import can_run, decode, encode, parse_roles
-from cronlease._run.membership import FleetView
+from cronlease._run.membership import FleetView, task_set_digest
 from cronlease._run.rendezvous import PREFERRED, Ranking, rendezvous_order
 from cronlease._status import DeclaredTask, Snapshot, build_report
 from cronlease._timing.schedule import Schedule
@@ -69,3 +70,18 @@ def test_the_status_says_when_no_live_replica_has_a_tasks_role() -> None:
     assert _report(())  # no replica at all
     assert not _report((frozenset(), frozenset({"reports"})))
     assert not _report(None)  # the member rows were not read: not claimed
+
+
+def test_a_tasks_roles_are_part_of_its_replicas_task_set_digest() -> None:
+    # replicas that disagree on who may run a task (mid-deploy) must not rank together
+    plain = Task.declare(lambda: None, every="1m", name="report")
+    ops = Task.declare(lambda: None, every="1m", name="report", roles=["ops"])
+    reports = Task.declare(lambda: None, every="1m", name="report", roles=["reports"])
+    digests = {task_set_digest([task]) for task in (plain, ops, reports)}
+    assert len(digests) == 3
+    # a task without roles hashes as before roles existed: older replicas still agree
+    old = f"{plain.full_name}\0{plain.schedule.fingerprint}".encode()
+    assert (
+        task_set_digest([plain])
+        == f"{int.from_bytes(hashlib.blake2b(old, digest_size=8).digest(), 'big'):016x}"
+    )

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.wsgi import WSGIHandler
 
+from cronlease._options import OPTIONS, SCHEDULE_KEYS
 from cronlease._scheduler import Scheduler
 from cronlease._task import Task
 from cronlease.cli.common import config_scheduler
@@ -81,24 +82,19 @@ def declared_config() -> Config:
 def _spec_of(task: Task) -> TaskSpec:
     func = task.func
     target = f"{getattr(func, '__module__', '?')}:{getattr(func, '__qualname__', func)}"
-    return TaskSpec(
-        name=task.name,
-        schedule=task.schedule,
-        call=target,
-        func=func,
-        args=task.args,
-        kwargs=task.kwargs,
-        alert_after=task.alert_after,
-        lease_ttl=task.lease_ttl,
-        grace=task.grace,
-        timeout=task.timeout,
-        enabled=task.enabled,
-        catchup=task.catchup,
-        catchup_limit=task.catchup_limit,
-        retries=task.retries,
-        retry_delay=task.retry_delay,
-        recover=task.recover,
-    )
+    # every option by its name (Task and TaskSpec share them): none left behind
+    options = {key: getattr(task, key) for key in OPTIONS if key not in SCHEDULE_KEYS}
+    return TaskSpec(name=task.name, schedule=task.schedule, call=target, func=func, **options)
+
+
+def _under_test() -> bool:
+    """Whether Django's test environment is set up (its runner, pytest-django): a
+    live-server test serves through a plain WSGIHandler, and must not become a replica
+    (its settings' database would be the one the tests renamed away from).
+    ``django.core.mail.outbox`` exists exactly then (Django's testing docs)."""
+    from django.core import mail
+
+    return hasattr(mail, "outbox")
 
 
 def on_request(sender: Any, **_: Any) -> None:
@@ -109,6 +105,8 @@ def on_request(sender: Any, **_: Any) -> None:
     serves a request)."""
     global _started_in
     if not (isinstance(sender, type) and issubclass(sender, (WSGIHandler, ASGIHandler))):
+        return
+    if _under_test():
         return
     pid = os.getpid()
     if _started_in == pid:  # the common case, without the lock
