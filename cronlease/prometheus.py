@@ -99,7 +99,7 @@ from cronlease._events import (
     RunStarted,
     TickSkipped,
 )
-from cronlease._lease.model import Outcome
+from cronlease._lease.outcomes import METRIC_OUTCOMES
 from cronlease._metrics_read import ABANDONED_REFRESH_SECONDS, AbandonedRuns, ReplicaCounters
 
 if TYPE_CHECKING:
@@ -134,7 +134,6 @@ DURATION_BUCKETS = (
     900.0,
     3600.0,
 )
-_OUTCOMES: tuple[Outcome, ...] = ("succeeded", "failed")
 
 
 class Metrics:
@@ -246,12 +245,12 @@ class Metrics:
         for task in scheduler.tasks.values():
             self._declare(task.full_name)
             if task.retries or task.recover:
-                for outcome in _OUTCOMES:
+                for outcome in METRIC_OUTCOMES:
                     self.later_attempts.labels(task.full_name, outcome)
         self._unsubscribe: Callable[[], None] | None = scheduler.listen(self._on_event)
 
     def _declare(self, task: str) -> None:
-        for outcome in _OUTCOMES:
+        for outcome in METRIC_OUTCOMES:
             self.runs.labels(task, outcome)
         self.run_duration.labels(task)
         self.runs_in_progress.labels(task)

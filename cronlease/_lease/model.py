@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from cronlease._lease.names import invisible_character, normal_form, quoted
+from cronlease._lease.outcomes import FINAL_OUTCOMES, Outcome
 from cronlease._lease.schema import (
     MAX_ERROR_LENGTH,
     MAX_FINGERPRINT_LENGTH,
@@ -32,13 +33,6 @@ __all__ = [
     "storable_error",
 ]
 
-Outcome = Literal[
-    "running", "succeeded", "failed", "lost", "timed_out", "interrupted", "abandoned", "missed"
-]
-#: the outcomes a finish may record (``running`` and ``abandoned`` are set by acquisitions)
-FINAL_OUTCOMES: frozenset[Outcome] = frozenset(
-    {"succeeded", "failed", "lost", "timed_out", "interrupted", "missed"}
-)
 MAX_TTL_SECONDS = 86400.0
 # room in the holder column for '#' and the per-attempt nonce (16 hex digits)
 MAX_HOLDER_ID_LENGTH = MAX_HOLDER_LENGTH - 17

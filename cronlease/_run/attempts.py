@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cronlease._lease.model import AttemptCandidate
+from cronlease._lease.outcomes import RECOVERABLE_OUTCOMES, RETRYABLE_OUTCOMES
 from cronlease._task import Task
 from cronlease._timing.schedule import time_of_slot
 
@@ -77,14 +78,14 @@ def plan(candidate: AttemptCandidate, task: Task) -> Plan | None:
         return None
     outcome = candidate.outcome
     attempt = candidate.attempt
-    if outcome in ("failed", "timed_out"):
+    if outcome in RETRYABLE_OUTCOMES:
         if attempt > task.retries or candidate.finished_at is None:
             return None
         delay = backoff(task.retry_delay, attempt)
         delay *= 1 + jitter_of(candidate.name, candidate.slot, attempt)
         why: Why = "retry"
         due = candidate.finished_at + delay
-    elif outcome in ("running", "abandoned"):
+    elif outcome in RECOVERABLE_OUTCOMES:
         if not task.recover or attempt > task.retries + MAX_RECOVERIES:
             return None
         if candidate.expires_at >= candidate.db_now:  # its holder may still be alive

@@ -12,7 +12,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from cronlease._lease.model import LeaseInfo, Outcome
+from cronlease._lease.model import LeaseInfo
+from cronlease._lease.outcomes import (
+    FAILURE_OUTCOMES,
+    STREAK_ENDING_OUTCOMES,
+    STREAK_NEUTRAL_OUTCOMES,
+    Outcome,
+)
 from cronlease._lease.store import LeaseStore
 from cronlease._safe_text import MIN_SCRUBBED_PASSWORD, redact_secrets
 from cronlease._task import Task
@@ -34,12 +40,6 @@ __all__ = [
     "summarize_error",
 ]
 
-#: the outcomes of a run that did not do its work: each one lengthens a failure streak
-FAILURE_OUTCOMES: frozenset[Outcome] = frozenset({"failed", "timed_out", "lost", "abandoned"})
-#: neither a failure nor a success, so they neither count nor end a streak: a run still
-#: going, one a shutdown interrupted (a deploy is not the task failing), a tick whose
-#: lease was won too late for the task to be called (overdue says that one)
-STREAK_NEUTRAL_OUTCOMES: frozenset[Outcome] = frozenset({"running", "interrupted", "missed"})
 
 _TRACEBACK = re.compile(r"(?:\+ )?(?:Exception Group )?Traceback \(most recent call last\):")
 _FRAME = '  File "'
@@ -96,14 +96,15 @@ def failure_streak(outcomes: Sequence[Outcome], *, read_all: bool = False) -> tu
 
     ``outcomes`` are a task's latest runs, newest first (manual runs and every
     attempt count alike: each is a run that failed). The count stops at the first
-    ``succeeded``; :data:`STREAK_NEUTRAL_OUTCOMES` are passed over. The second value
+    ``succeeded``; :data:`STREAK_NEUTRAL_OUTCOMES` are passed over (which outcome does
+    what: :mod:`cronlease._lease.outcomes`). The second value
     is True when no success ended the count and ``read_all`` is False (fewer runs
     were read than the task has, e.g. a read of N runs returned N): then the
     streak is "at least" the count.
     """
     count = 0
     for outcome in outcomes:
-        if outcome == "succeeded":
+        if outcome in STREAK_ENDING_OUTCOMES:
             return count, False
         if outcome in FAILURE_OUTCOMES:
             count += 1

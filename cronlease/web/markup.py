@@ -12,12 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from cronlease._lease.outcomes import BAD_OUTCOMES
 from cronlease._safe_text import escape_controls
 
 __all__ = ["CSS", "document", "e", "outcome_strip", "parse_time", "relative"]
-
-#: outcomes shown as a failure (red) in the strip and the tables
-BAD_OUTCOMES = frozenset({"failed", "lost", "timed_out", "abandoned", "interrupted", "missed"})
 
 CSS = """
 body{font:13px/1.35 system-ui,sans-serif;margin:.5em 1em;color:#222;background:#fff}

@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection
 from cronlease._lease.database import IDLE_IN_TRANSACTION_TIMEOUT
 from cronlease._lease.dialects.base import ABANDONED_ERROR
 from cronlease._lease.model import AttemptCandidate, AttemptRequest
+from cronlease._lease.outcomes import RECOVERABLE_OUTCOMES, RETRYABLE_OUTCOMES
 from cronlease._lease.schema import leases, runs
 
 __all__ = ["AttemptStatements", "write_transaction"]
@@ -168,9 +169,9 @@ class AttemptStatements:
                 leases.c.name.in_(_names),
                 not_(leases.c.paused),
                 or_(
-                    runs.c.outcome.in_(["failed", "timed_out"]),
+                    runs.c.outcome.in_(RETRYABLE_OUTCOMES),
                     and_(
-                        runs.c.outcome.in_(["running", "abandoned"]),
+                        runs.c.outcome.in_(RECOVERABLE_OUTCOMES),
                         leases.c.expires_at < now,
                     ),
                 ),
