@@ -65,7 +65,7 @@ class TaskDeclarations:
         retry_delay: object = "10s",
         recover: bool = False,
         args: Sequence[Any] = (),
-        kwargs: Mapping[str, Any] | None = None,
+        kwargs: Mapping[str, Any] = {},
         alert_after: int = 1,
         ping_url: str | None = None,
         jitter: object = 0,

@@ -1,13 +1,22 @@
 """A task's options: one table for ``@scheduler.task(...)``, ``add_task`` and ``cronlease.toml``.
 
+The table is :class:`TaskOptions`, a dataclass whose fields are the options a
+task keeps, each declared once by :func:`option` with its type, default,
+parser and meaning, and :data:`SCHEDULE_OPTIONS`, the keys that together make
+its schedule. :class:`~cronlease._task.Task` and :class:`~cronlease.config.TaskSpec`
+inherit their option fields from it; :data:`OPTIONS` lists every key.
+
 Each key parses the value as the decorator or TOML gives it into what a
 :class:`~cronlease._task.Task` keeps; a problem is an :class:`OptionError`
 naming the key, its message the same one line for both: the decorator prefixes
 the task (``task 'purge', key 'retries': ...``), the file its path and line too.
 Parsing is idempotent, so a Task built directly re-checks its values here.
 
-To add an option: one :class:`Option` in :data:`OPTIONS`, a field of that name on
-Task and on :class:`~cronlease.config.TaskSpec`.
+To add an option: one :func:`option` field of :class:`TaskOptions` (and its keyword in
+the ``task()`` overload of :mod:`cronlease._declare`, for type checkers); then
+regenerate the README's table (``python -m tests.support.reference_docs``).
+``tests/unit/test_task_options.py`` pins the decorator, ``add_task``, the file and the
+README's table to this one.
 """
 
 from __future__ import annotations
@@ -15,9 +24,9 @@ from __future__ import annotations
 import difflib
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronlease._roles import parse_roles
@@ -31,15 +40,22 @@ __all__ = [
     "MAX_RETRIES",
     "OPTIONS",
     "SCHEDULE_KEYS",
+    "SCHEDULE_OPTIONS",
+    "CatchUp",
+    "Option",
     "OptionError",
+    "TaskOptions",
     "check_jitter",
+    "kept_options",
+    "option",
     "parse_options",
     "schedule_of",
     "type_name",
     "unknown_key",
 ]
 
-CATCH_UP_POLICIES: tuple[str, ...] = ("skip", "latest", "all")
+CatchUp = Literal["skip", "latest", "all"]
+CATCH_UP_POLICIES: tuple[str, ...] = get_args(CatchUp)
 #: seconds before the first retry of a failed attempt (doubled for each one after)
 DEFAULT_RETRY_DELAY = 10.0
 #: more is a typo: with the doubling delay, 100 retries of "1s" outlast any schedule
@@ -60,11 +76,16 @@ class OptionError(ConfigError):
 
 @dataclass(frozen=True)
 class Option:
-    """One key: its default and the function that checks a given value into the kept one."""
+    """One key: its default, the function that checks a given value into the kept one,
+    and what the options table of the README says of it."""
 
     key: str
     default: Any
     parse: Callable[[Any], Any]
+    #: what it does, for the README's table (markdown)
+    meaning: str
+    #: the default as the README shows it; None: the default itself, written as in TOML
+    shown: str | None = None
 
 
 def type_name(value: object) -> str:
@@ -215,32 +236,124 @@ def _jitter(value: Any) -> float:
     return _duration("jitter", DAY)(value)
 
 
+_CATCHUP = (
+    'ticks missed while every replica was down: `"skip"`, `"latest"` or `"all"` '
+    "(the latest 1 to 1000)"
+)
+_RETRIES = "[Retries and crash recovery](#retries-and-crash-recovery)"
+_ARGUMENTS = "the call's arguments (a `call` only in the file), checked against its signature"
+
+
+def option(
+    default: Any, parse: Callable[[Any], Any], meaning: str, *, shown: str | None = None, **kw: Any
+) -> Any:
+    """A field of :class:`TaskOptions`: the option of the field's name (``kw``: ``field()``'s)."""
+    declared = Option("", default, parse, meaning, shown)
+    if isinstance(default, dict):  # a fresh one per task, as a dataclass wants
+        return field(default_factory=dict, metadata={"option": declared}, **kw)
+    return field(default=default, metadata={"option": declared}, **kw)
+
+
+_SCHEDULE = "the schedule: exactly one (above)"
+#: the keys that together make a task's ``schedule`` (a task keeps that, not them)
+SCHEDULE_OPTIONS: tuple[Option, ...] = (
+    Option("every", None, _optional(_every), _SCHEDULE, shown="—"),
+    Option("cron", None, _optional(_string("0 3 * * *")), _SCHEDULE, shown="—"),
+    Option("timezone", None, _optional(_timezone), "IANA zone of a `cron` schedule", shown="UTC"),
+    Option(
+        "anchor",
+        None,
+        _optional(_anchor),
+        "an aware date-time an `every` schedule counts from (TOML: `2026-01-01T00:30:00Z`)",
+        shown="the Unix epoch",
+    ),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskOptions:
+    """The options a task keeps, each declared once: its type, default, parser and meaning.
+
+    :class:`~cronlease._task.Task` and :class:`~cronlease.config.TaskSpec` inherit these
+    fields; the decorator, ``add_task`` and a ``[tasks.NAME]`` table take these keys."""
+
+    lease_ttl: float | None = option(
+        None,
+        _optional(_duration("lease_ttl", DAY, least=1.0)),
+        "the lease's TTL, 1 s to 1 day",
+        shown="the schedule's",
+    )
+    grace: float | None = option(
+        None,
+        _optional(_duration("grace", DAY)),
+        "how late a tick may still start, up to 1 day",
+        shown="the schedule's",
+    )
+    #: seconds a run may take: see :mod:`cronlease._run.execution` for what a timeout does
+    timeout: float | None = option(
+        None,
+        _optional(_duration("timeout", 7 * DAY)),
+        "how long a run may take, up to 7 days (Timeouts, above)",
+    )
+    #: False: declared (run_now, pause and the status know it) but never fired by its schedule
+    enabled: bool = option(True, _boolean, "false: declared, never fired by its schedule")
+    catchup: CatchUp = option("latest", _catchup, _CATCHUP)  # noqa: RUF009 (a field())
+    catchup_limit: int = option(10, _whole(1, 1000), _CATCHUP)
+    #: failed attempts of a scheduled slot tried again, after ``retry_delay`` seconds
+    #: doubled per attempt (:mod:`cronlease._run.attempts`)
+    retries: int = option(0, _whole(0, MAX_RETRIES), _RETRIES)
+    retry_delay: float = option(
+        DEFAULT_RETRY_DELAY, _duration("retry_delay", DAY), _RETRIES, shown='`"10s"`'
+    )
+    #: a run whose holder died is run again by a survivor, as the slot's next attempt
+    recover: bool = option(False, _boolean, _RETRIES)
+    args: tuple[Any, ...] = option((), _args, _ARGUMENTS)
+    kwargs: Mapping[str, Any] = option({}, _kwargs, _ARGUMENTS)
+    #: runs failed in a row before health() and ``status --check`` call the task failing
+    alert_after: int = option(
+        1,
+        _whole(1, MAX_ALERT_AFTER),
+        "runs failed in a row (1 to 100) before health() and `status --check` call the task "
+        "failing ([Failure alerts](#failure-alerts))",
+    )
+    #: Healthchecks-style pings: ``/start``, the URL on success, ``/fail``
+    #: (:mod:`cronlease._run.pings`)
+    ping_url: str | None = option(
+        None,
+        _optional(_ping_url),
+        "an `http(s)://` URL pinged Healthchecks-style at each run's start and end "
+        "([Sentry Crons, Healthchecks-style pings, OpenTelemetry]"
+        "(#sentry-crons-healthchecks-style-pings-opentelemetry))",
+        repr=False,  # its path is a secret
+    )
+    #: seconds at most a scheduled tick starts after its slot, the same on every replica
+    #: (:mod:`cronlease._timing.jitter`); 0: at the slot
+    jitter: float = option(
+        0.0,
+        _jitter,
+        "start each scheduled tick up to this long after its slot, the same delay on every "
+        "replica ([Jitter](#jitter))",
+    )
+    #: replicas with none of these roles never run it (:mod:`cronlease._roles`); (): any
+    roles: tuple[str, ...] = option(
+        (), parse_roles, "run only on replicas with one of these roles ([Roles](#roles))"
+    )
+
+
+#: every key, the schedule's first, in the order the README lists them and a problem is found
 OPTIONS: Mapping[str, Option] = {
-    option.key: option
-    for option in (
-        Option("every", None, _optional(_every)),
-        Option("cron", None, _optional(_string("0 3 * * *"))),
-        Option("timezone", None, _optional(_timezone)),
-        Option("anchor", None, _optional(_anchor)),
-        Option("lease_ttl", None, _optional(_duration("lease_ttl", DAY, least=1.0))),
-        Option("grace", None, _optional(_duration("grace", DAY))),
-        Option("timeout", None, _optional(_duration("timeout", 7 * DAY))),
-        Option("enabled", True, _boolean),
-        Option("catchup", "latest", _catchup),
-        Option("catchup_limit", 10, _whole(1, 1000)),
-        Option("retries", 0, _whole(0, MAX_RETRIES)),
-        Option("retry_delay", DEFAULT_RETRY_DELAY, _duration("retry_delay", DAY)),
-        Option("recover", False, _boolean),
-        Option("args", (), _args),
-        Option("kwargs", {}, _kwargs),
-        Option("alert_after", 1, _whole(1, MAX_ALERT_AFTER)),
-        Option("ping_url", None, _optional(_ping_url)),
-        Option("jitter", 0.0, _jitter),
-        Option("roles", (), parse_roles),
+    declared.key: declared
+    for declared in (
+        *SCHEDULE_OPTIONS,
+        *(replace(f.metadata["option"], key=f.name) for f in fields(TaskOptions)),
     )
 }
-#: the keys that together make the task's ``schedule``
-SCHEDULE_KEYS = ("every", "cron", "timezone", "anchor")
+SCHEDULE_KEYS = tuple(option.key for option in SCHEDULE_OPTIONS)
+
+
+def kept_options(values: TaskOptions) -> dict[str, Any]:
+    """The options ``values`` (a Task, a TaskSpec) keeps, by key: what declares it again."""
+    return {f.name: getattr(values, f.name) for f in fields(TaskOptions)}
 
 
 def parse_options(given: Mapping[str, Any], *, also: Sequence[str] = ()) -> dict[str, Any]:

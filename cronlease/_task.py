@@ -5,10 +5,10 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
@@ -16,12 +16,10 @@ from cronlease._call_args import call_shape
 from cronlease._lease.fencing import verify_lease
 from cronlease._lease.model import check_task_name
 from cronlease._options import (
-    CATCH_UP_POLICIES,
-    DEFAULT_RETRY_DELAY,
-    MAX_RETRIES,
     OPTIONS,
     SCHEDULE_KEYS,
     OptionError,
+    TaskOptions,
     check_jitter,
     parse_options,
     schedule_of,
@@ -30,17 +28,7 @@ from cronlease._timing import jitter
 from cronlease._timing.schedule import Schedule, time_of_slot
 from cronlease.errors import ConfigError
 
-__all__ = [
-    "CATCH_UP_POLICIES",
-    "DEFAULT_RETRY_DELAY",
-    "MAX_RETRIES",
-    "CatchUp",
-    "Liveness",
-    "RunContext",
-    "Task",
-]
-
-CatchUp = Literal["skip", "latest", "all"]
+__all__ = ["Liveness", "RunContext", "Task"]
 
 
 class Liveness:
@@ -157,43 +145,28 @@ def idempotency_key(full_name: str, slot: int, manual: bool) -> str:
 
 
 @dataclass(frozen=True)
-class Task:
-    """A declared task: a name, a schedule, what to run, its options (:mod:`cronlease._options`)."""
+class Task(TaskOptions):
+    """A declared task: a name, a schedule, what to run, and its options, the fields of
+    :class:`~cronlease._options.TaskOptions` (keyword-only)."""
 
     name: str
     schedule: Schedule
     func: Callable[..., Any] = field(repr=False)
     namespace: str | None = None
-    lease_ttl: float | None = None
-    grace: float | None = None
-    catchup: CatchUp = "latest"
-    catchup_limit: int = 10
-    #: seconds a run may take: see :mod:`cronlease._run.execution` for what a timeout does
-    timeout: float | None = None
-    #: False: declared (run_now, pause and the status know it) but never fired by its schedule
-    enabled: bool = True
-    #: failed attempts of a scheduled slot tried again, after ``retry_delay`` seconds
-    #: doubled per attempt (:mod:`cronlease._run.attempts`)
-    retries: int = 0
-    retry_delay: float = DEFAULT_RETRY_DELAY
-    #: a run whose holder died is run again by a survivor, as the slot's next attempt
-    recover: bool = False
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    #: runs failed in a row before health() and ``status --check`` call the task failing
-    alert_after: int = 1
-    #: Healthchecks-style pings: ``/start``, the URL on success, ``/fail``
-    #: (:mod:`cronlease._run.pings`)
-    ping_url: str | None = field(default=None, repr=False)  # its path is a secret
-    #: seconds at most a scheduled tick starts after its slot, the same on every replica
-    #: (:mod:`cronlease._timing.jitter`); 0: at the slot
-    jitter: float = 0.0
-    #: replicas with none of these roles never run it (:mod:`cronlease._roles`); (): any
-    roles: tuple[str, ...] = ()
     full_name: str = field(init=False)
     #: where the RunContext goes: None (not passed), "" (first argument) or a keyword
     context_as: str | None = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
+
+    def __repr__(self) -> str:
+        # its own fields first, then the options: a dataclass would list the base's first
+        shown = [f.name for f in fields(self) if f.repr]
+        ordered = [
+            *("name", "schedule", "namespace"),
+            *(key for key in shown if key in OPTIONS),
+            "full_name",
+        ]
+        return f"Task({', '.join(f'{key}={getattr(self, key)!r}' for key in ordered)})"
 
     def __post_init__(self) -> None:
         # the stored form (NFC): a decomposed "é" and a composed one are one task

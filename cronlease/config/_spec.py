@@ -16,7 +16,7 @@ from typing import Any
 
 from cronlease._lease.names import normal_form
 from cronlease._lease.settings import PoolKeywords
-from cronlease._options import DEFAULT_RETRY_DELAY, OPTIONS, SCHEDULE_KEYS
+from cronlease._options import TaskOptions, kept_options
 from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask
 from cronlease._task import Task
@@ -27,8 +27,10 @@ __all__ = ["Config", "TaskSpec"]
 
 
 @dataclass(frozen=True)
-class TaskSpec:
-    """One ``[tasks.NAME]`` table, validated. ``func`` is None until calls are imported."""
+class TaskSpec(TaskOptions):
+    """One ``[tasks.NAME]`` table, validated: what runs, and the options a task keeps
+    (the fields of :class:`~cronlease._options.TaskOptions`, keyword-only). ``func`` is
+    None until calls are imported."""
 
     name: str
     schedule: Schedule
@@ -38,21 +40,6 @@ class TaskSpec:
     shell: bool = False
     cwd: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    alert_after: int = 1
-    ping_url: str | None = None
-    lease_ttl: float | None = None
-    grace: float | None = None
-    timeout: float | None = None
-    enabled: bool = True
-    catchup: str = "latest"
-    catchup_limit: int = 10
-    retries: int = 0
-    retry_delay: float = DEFAULT_RETRY_DELAY
-    recover: bool = False
-    jitter: float = 0.0
-    roles: tuple[str, ...] = ()
     line: int | None = None
 
     @property
@@ -86,9 +73,7 @@ class TaskSpec:
     def add_to(self, scheduler: Scheduler, *, catchup: str | None = None) -> Task:
         """Declare this task on ``scheduler`` (its namespace applies): the same options,
         by the same names, as the decorator's (:data:`cronlease._options.OPTIONS`)."""
-        options: dict[str, Any] = {
-            key: getattr(self, key) for key in OPTIONS if key not in SCHEDULE_KEYS
-        }
+        options = kept_options(self)
         if self.schedule.kind == "every":
             options.update(every=self.schedule.interval, anchor=self.schedule.anchor)
         else:

@@ -15,10 +15,12 @@ import pytest
 import cronlease as cl
 import cronlease._declare
 from cronlease import RunContext, Scheduler, Task
+from cronlease._options import OPTIONS, SCHEDULE_KEYS, kept_options
 from cronlease._status.rules import DeclaredTask
-from cronlease.config import load_config
+from cronlease.config import TaskSpec, load_config
 from cronlease.config._validate import TASK_KEYS
 from cronlease.errors import ConfigError, ConfigFileError
+from tests.support.reference_docs import options_table, shown_default
 
 #: keys of a [tasks.NAME] table that cannot be decorator options: what to run (the decorated
 #: function is its own call) and how a command is run
@@ -27,19 +29,80 @@ FILE_ONLY = {"call", "command", "shell", "cwd", "env"}
 DECORATOR_ONLY = {"name"}
 
 
-def decorator_keywords() -> set[str]:
-    """The keyword-only parameters of ``Scheduler.task``'s decorator-factory overload."""
+def decorator_keywords() -> dict[str, object]:
+    """The keyword-only parameters of ``Scheduler.task``'s decorator-factory overload, with
+    their defaults (read from the source: the overload exists for type checkers only)."""
     tree = ast.parse(Path(inspect.getfile(cronlease._declare)).read_text())
-    found: list[set[str]] = []
+    found: list[dict[str, object]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "task" and node.args.kwonlyargs:
-            found.append({arg.arg for arg in node.args.kwonlyargs})
+            names = [arg.arg for arg in node.args.kwonlyargs]
+            defaults = [ast.literal_eval(d) if d else REQUIRED for d in node.args.kw_defaults]
+            found.append(dict(zip(names, defaults, strict=True)))
     assert len(found) == 1, found
     return found[0]
 
 
+REQUIRED = object()
+
+
+def parsed_default(key: str, value: object) -> object:
+    return OPTIONS[key].parse(value)
+
+
+def table_defaults() -> dict[str, object]:
+    return {key: option.parse(option.default) for key, option in OPTIONS.items()}
+
+
 def test_every_file_key_is_a_decorator_option_and_vice_versa() -> None:
-    assert set(TASK_KEYS) - FILE_ONLY == decorator_keywords() - DECORATOR_ONLY
+    assert set(TASK_KEYS) - FILE_ONLY == decorator_keywords().keys() - DECORATOR_ONLY
+
+
+def test_the_decorator_add_task_the_file_and_the_readme_have_the_tables_keys_and_defaults(
+    tmp_path: Path,
+) -> None:
+    defaults = table_defaults()
+    # the decorator's overload: every key, with the table's default (as parsed: "10s" is 10.0)
+    keywords = decorator_keywords()
+    assert keywords.pop("name") is None
+    assert list(keywords) == list(OPTIONS)
+    assert {key: parsed_default(key, value) for key, value in keywords.items()} == defaults
+    # add_task: takes every key (and refuses another), declares the table's defaults
+    scheduler = Scheduler(f"sqlite:///{tmp_path / 'never-opened.db'}")
+    try:
+        schedules: dict[str, dict[str, object]] = {
+            "every": {"every": "1m"},
+            "cron": {"cron": "0 3 * * *"},
+            "timezone": {"cron": "0 3 * * *", "timezone": "Europe/Istanbul"},
+            "anchor": {"every": "1m", "anchor": datetime(2026, 1, 1, tzinfo=timezone.utc)},
+        }
+        for key, option in OPTIONS.items():
+            given = schedules.get(key, {"every": "1m", key: option.default})
+            assert scheduler.add_task(job, name=f"t-{key}", **given)
+        plain = scheduler.add_task(job, name="plain", every="1m")
+    finally:
+        scheduler.store.dispose()
+    kept = {key: value for key, value in defaults.items() if key not in SCHEDULE_KEYS}
+    assert kept_options(plain) == kept
+    # a [tasks.NAME] table: every key, and the same defaults when not given
+    assert set(TASK_KEYS) - FILE_ONLY == set(OPTIONS)
+    path = tmp_path / "cronlease.toml"
+    path.write_text('[tasks.plain]\ncall = "tests.unit.test_task_options:job"\nevery = "1m"\n')
+    spec = load_config(path, import_calls=False).tasks["plain"]
+    assert kept_options(spec) == kept
+    # Task and TaskSpec keep exactly the table's options, with its defaults
+    for kind in (Task, TaskSpec):
+        fields = {f.name: f for f in dataclasses.fields(kind)}
+        assert {key for key in fields if key in OPTIONS} == set(kept)
+        for key, value in kept.items():
+            f = fields[key]
+            default = f.default_factory() if callable(f.default_factory) else f.default
+            assert parsed_default(key, default) == value, (kind, key)
+    # the README's table: every key, each with the table's default shown
+    readme = options_table()
+    for key, option in OPTIONS.items():
+        row = next(line for line in readme.splitlines() if f"`{key}`" in line.split(" | ")[0])
+        assert shown_default(option) in row.split(" | ")[1], key
 
 
 def test_the_decorator_options_are_the_ones_task_declare_takes() -> None:
@@ -62,7 +125,7 @@ def test_the_decorator_options_are_the_ones_task_declare_takes() -> None:
         kwargs={},
     )
     fields = {field.name for field in dataclasses.fields(Task)}
-    options = decorator_keywords() - DECORATOR_ONLY - {"every", "cron", "timezone", "anchor"}
+    options = decorator_keywords().keys() - DECORATOR_ONLY - {"every", "cron", "timezone", "anchor"}
     assert options <= fields
     assert declared.enabled is False and declared.grace == 10.0
 
