@@ -348,7 +348,7 @@ OPTIONS: Mapping[str, Option] = {
         *(replace(f.metadata["option"], key=f.name) for f in fields(TaskOptions)),
     )
 }
-SCHEDULE_KEYS = tuple(option.key for option in SCHEDULE_OPTIONS)
+SCHEDULE_KEYS = tuple(declared.key for declared in SCHEDULE_OPTIONS)
 
 
 def kept_options(values: TaskOptions) -> dict[str, Any]:
@@ -364,10 +364,10 @@ def parse_options(given: Mapping[str, Any], *, also: Sequence[str] = ()) -> dict
         if key not in OPTIONS:
             raise OptionError(key, unknown_key(key, [*OPTIONS, *also]))
     values: dict[str, Any] = {}
-    for key, option in OPTIONS.items():
-        value = given.get(key, option.default)
+    for key, declared in OPTIONS.items():
+        value = given.get(key, declared.default)
         try:
-            values[key] = option.parse(value)
+            values[key] = declared.parse(value)
         except OptionError:
             raise
         except ConfigError as exc:

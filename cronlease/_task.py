@@ -160,12 +160,8 @@ class Task(TaskOptions):
 
     def __repr__(self) -> str:
         # its own fields first, then the options: a dataclass would list the base's first
-        shown = [f.name for f in fields(self) if f.repr]
-        ordered = [
-            *("name", "schedule", "namespace"),
-            *(key for key in shown if key in OPTIONS),
-            "full_name",
-        ]
+        options = [f.name for f in fields(TaskOptions) if f.repr]
+        ordered = ["name", "schedule", "namespace", *options, "full_name"]
         return f"Task({', '.join(f'{key}={getattr(self, key)!r}' for key in ordered)})"
 
     def __post_init__(self) -> None:
