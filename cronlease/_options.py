@@ -86,6 +86,9 @@ class Option:
     meaning: str
     #: the default as the README shows it; None: the default itself, written as in TOML
     shown: str | None = None
+    #: only a Python callable takes it: a file's ``command`` task refuses it (a command
+    #: takes its arguments in its line)
+    call_only: bool = False
 
 
 def type_name(value: object) -> str:
@@ -245,10 +248,16 @@ _ARGUMENTS = "the call's arguments (a `call` only in the file), checked against 
 
 
 def option(
-    default: Any, parse: Callable[[Any], Any], meaning: str, *, shown: str | None = None, **kw: Any
+    default: Any,
+    parse: Callable[[Any], Any],
+    meaning: str,
+    *,
+    shown: str | None = None,
+    call_only: bool = False,
+    **kw: Any,
 ) -> Any:
     """A field of :class:`TaskOptions`: the option of the field's name (``kw``: ``field()``'s)."""
-    declared = Option("", default, parse, meaning, shown)
+    declared = Option("", default, parse, meaning, shown, call_only)
     if isinstance(default, dict):  # a fresh one per task, as a dataclass wants
         return field(default_factory=dict, metadata={"option": declared}, **kw)
     return field(default=default, metadata={"option": declared}, **kw)
@@ -307,8 +316,8 @@ class TaskOptions:
     )
     #: a run whose holder died is run again by a survivor, as the slot's next attempt
     recover: bool = option(False, _boolean, _RETRIES)
-    args: tuple[Any, ...] = option((), _args, _ARGUMENTS)
-    kwargs: Mapping[str, Any] = option({}, _kwargs, _ARGUMENTS)
+    args: tuple[Any, ...] = option((), _args, _ARGUMENTS, call_only=True)
+    kwargs: Mapping[str, Any] = option({}, _kwargs, _ARGUMENTS, call_only=True)
     #: runs failed in a row before health() and ``status --check`` call the task failing
     alert_after: int = option(
         1,

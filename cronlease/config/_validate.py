@@ -47,7 +47,7 @@ SCHEDULER_KEYS = ("shutdown_grace", "roles")
 CALL_KEYS = ("call",)
 COMMAND_KEYS = ("command", "shell", "cwd", "env")
 #: options that apply to a ``call`` only (a command takes its arguments in its line)
-CALL_OPTIONS = ("args", "kwargs")
+CALL_OPTIONS = tuple(key for key, option in OPTIONS.items() if option.call_only)
 TASK_KEYS = (*CALL_KEYS, *COMMAND_KEYS, *OPTIONS)
 
 
