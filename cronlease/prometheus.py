@@ -94,13 +94,13 @@ from cronlease._events import (
     DatabaseRecovered,
     DatabaseUnavailable,
     Event,
-    LeaseLost,
     RunFinished,
+    RunLost,
     RunStarted,
     TickSkipped,
 )
-from cronlease._lease.model import Outcome
 from cronlease._metrics_read import ABANDONED_REFRESH_SECONDS, AbandonedRuns, ReplicaCounters
+from cronlease.store import Outcome
 
 if TYPE_CHECKING:
     from cronlease._scheduler import Scheduler
@@ -272,7 +272,7 @@ class Metrics:
             self.ticks_skipped.labels(event.task, event.reason).inc()
             if event.reason == "error":
                 self.lease_errors.labels(event.task).inc()
-        elif isinstance(event, LeaseLost):
+        elif isinstance(event, RunLost):
             self.leases_lost.labels(event.task).inc()
         elif isinstance(event, DatabaseUnavailable):
             self.database_outages.inc()

@@ -8,7 +8,8 @@ The modules, one job each:
   :class:`StatusReport`, :class:`Health`);
 - ``build``: :func:`build_report` (rows in, report out) and :func:`read_status`
   (reads the store, then builds);
-- ``text`` and ``encode``: the model as text and as JSON, for every surface alike.
+- ``text`` and ``encode``: the model as text and as JSON, for every surface alike;
+- ``cells``: the model as table cells, for the commands and the Django admin pages.
 
 The surfaces read a report and format it; none derives a value of its own.
 """
