@@ -18,7 +18,6 @@ from pathlib import Path
 from types import FrameType
 
 from cronlease._service import (
-    Triggered,
     UsageError,
     declared_tasks,
     open_store,
@@ -67,7 +66,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     assert config is not None
     spec = task_spec(config, args.task)
     url = database_url(args, config)
-    done: Triggered = trigger(url, config, spec, running=_interrupt_on_sigterm())
+    done = trigger(url, config, spec, running=_interrupt_on_sigterm())
     run = done.run
     duration = f" in {format_duration(run.duration)}" if run and run.duration is not None else ""
     fence = f" (fence {run.fence})" if run else ""

@@ -93,7 +93,7 @@ class StatusPage:
     declared tasks, namespace and replica state are shown, or a
     :class:`~cronlease.LeaseStore`; with a store, ``tasks`` maps the declared
     tasks' full names (namespace included) to their schedules (or lists them as
-    :class:`~cronlease._status.DeclaredTask`, with their ``enabled``, ``grace``
+    :class:`~cronlease.status.DeclaredTask`, with their ``enabled``, ``grace``
     and ``alert_after``: ``cronlease web -c FILE`` does), and
     ``namespace`` says which lease rows belong to them. Without ``tasks``,
     every lease row in the database is shown as a task.
