@@ -331,7 +331,7 @@ class Scheduler(TaskDeclarations):
     def listen(self, listener: Callable[[E], object], *types: type[E]) -> Callable[[], None]:
         """Call ``listener`` with each event of ``types`` (all if none); returns unsubscribe.
 
-        Events: RunStarted, RunFinished, TickSkipped, LeaseLost, DatabaseUnavailable, ...
+        Events: RunStarted, RunFinished, TickSkipped, RunLost, DatabaseUnavailable, ...
         """
         return self._events.listen(listener, *types)
 
