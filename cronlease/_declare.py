@@ -34,7 +34,7 @@ class TaskDeclarations:
     _tasks: dict[str, Task]
     _by_name: dict[str, Task]
     _lock: threading.RLock
-    events: EventBus
+    _events: EventBus
     #: made by the first task with a ping_url: a scheduler without one has no listener
     _pinger: Pinger | None = None
 
@@ -132,7 +132,7 @@ class TaskDeclarations:
                 self._bring_watcher()
             if task.ping_url is not None and self._pinger is None:
                 self._pinger = Pinger(self._ping_url_of)
-                self.events.listen(self._pinger.on_event, RunStarted, RunFinished)
+                self._events.listen(self._pinger.on_event, RunStarted, RunFinished)
         return task
 
     def _ping_url_of(self, full_name: str) -> str | None:

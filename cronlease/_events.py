@@ -32,6 +32,7 @@ __all__ = [
     "EventBus",
     "LeaseLost",
     "RunFinished",
+    "RunLost",
     "RunStarted",
     "SkipReason",
     "TickSkipped",
@@ -92,10 +93,20 @@ class TickSkipped(Event):
 
 
 @dataclass(frozen=True)
-class LeaseLost(Event):
+class RunLost(Event):
+    """A run's lease ran out under it (a renewal found the row taken): recorded ``lost``.
+
+    Named for the run, as :class:`RunStarted` and :class:`RunFinished` are: the
+    exception a run's own code meets is :class:`~cronlease.errors.LeaseLostError`.
+    """
+
     task: str
     slot: int
     fence: int
+
+
+#: the event's first name: ``cronlease.LeaseLost`` still finds it, with a DeprecationWarning
+LeaseLost = RunLost
 
 
 @dataclass(frozen=True)

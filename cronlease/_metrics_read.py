@@ -13,12 +13,18 @@ from typing import TYPE_CHECKING, ClassVar
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from cronlease._lease.outcomes import METRIC_OUTCOMES
 from cronlease._status import DeclaredTask, read_status, streak_runs
 
 if TYPE_CHECKING:
     from cronlease._scheduler import Scheduler
 
-__all__ = ["ABANDONED_REFRESH_SECONDS", "AbandonedRuns", "ReplicaCounters"]
+__all__ = [
+    "ABANDONED_REFRESH_SECONDS",
+    "METRIC_OUTCOMES",
+    "AbandonedRuns",
+    "ReplicaCounters",
+]
 
 logger = logging.getLogger("cronlease")
 

@@ -116,7 +116,7 @@ class Scheduler(TaskDeclarations):
         self.shutdown_grace = float(shutdown_grace)
         self.restart_after_fork = restart_after_fork
         self.stats = Stats()
-        self.events = EventBus()
+        self._events = EventBus()
         pool = PoolKeywords(pool_size, max_overflow, pool_timeout, pool_idle_timeout)
         self.store = LeaseStore(scheduler_engine(url, engine, pool, connect_args))
         self._tasks: dict[str, Task] = {}
@@ -125,7 +125,7 @@ class Scheduler(TaskDeclarations):
         self._loop: asyncio.AbstractEventLoop | None = None
         self.runner = self._make_runner()
         self._firing: Firing | None = None
-        self._clock = ClockWatch(self.store, self.events, self._tasks.values)
+        self._clock = ClockWatch(self.store, self._events, self._tasks.values)
         self._started_at: datetime | None = None
         self._caught_up = False
         self._catch_up: CatchUp | None = None
@@ -150,7 +150,7 @@ class Scheduler(TaskDeclarations):
             stats=self.stats,
             loop_getter=lambda: self._loop,
             on_schema_ready=self._on_database_ready,
-            events=self.events,
+            events=self._events,
             max_workers=self._max_workers,
             roles=self.roles,
         )
@@ -182,7 +182,7 @@ class Scheduler(TaskDeclarations):
         # Kept across the fork (listeners stay subscribed), but a parent thread
         # may have held their locks at the instant of fork.
         self.stats.after_fork()
-        self.events.after_fork()
+        self._events.after_fork()
         if self._default_holder:
             self.holder = default_holder()
         self.runner = self._make_runner()
@@ -331,9 +331,9 @@ class Scheduler(TaskDeclarations):
     def listen(self, listener: Callable[[E], object], *types: type[E]) -> Callable[[], None]:
         """Call ``listener`` with each event of ``types`` (all if none); returns unsubscribe.
 
-        Events: RunStarted, RunFinished, TickSkipped, LeaseLost, DatabaseUnavailable, ...
+        Events: RunStarted, RunFinished, TickSkipped, RunLost, DatabaseUnavailable, ...
         """
-        return self.events.listen(listener, *types)
+        return self._events.listen(listener, *types)
 
     def health(
         self, *, database_threshold: float = 60.0, snapshot: Snapshot | None = None

@@ -94,13 +94,17 @@ from cronlease._events import (
     DatabaseRecovered,
     DatabaseUnavailable,
     Event,
-    LeaseLost,
     RunFinished,
+    RunLost,
     RunStarted,
     TickSkipped,
 )
-from cronlease._lease.outcomes import METRIC_OUTCOMES
-from cronlease._metrics_read import ABANDONED_REFRESH_SECONDS, AbandonedRuns, ReplicaCounters
+from cronlease._metrics_read import (
+    ABANDONED_REFRESH_SECONDS,
+    METRIC_OUTCOMES,
+    AbandonedRuns,
+    ReplicaCounters,
+)
 
 if TYPE_CHECKING:
     from cronlease._scheduler import Scheduler
@@ -271,7 +275,7 @@ class Metrics:
             self.ticks_skipped.labels(event.task, event.reason).inc()
             if event.reason == "error":
                 self.lease_errors.labels(event.task).inc()
-        elif isinstance(event, LeaseLost):
+        elif isinstance(event, RunLost):
             self.leases_lost.labels(event.task).inc()
         elif isinstance(event, DatabaseUnavailable):
             self.database_outages.inc()

@@ -23,6 +23,7 @@ __all__ = [
     "AttemptCandidate",
     "AttemptRequest",
     "Finish",
+    "FinishRequest",
     "Lease",
     "LeaseInfo",
     "LeaseState",
@@ -180,7 +181,7 @@ class Lease:
 
 
 @dataclass(frozen=True)
-class Finish:
+class FinishRequest:
     """One run's outcome to record (and, with ``release``, its lease to free)."""
 
     name: str
@@ -203,7 +204,7 @@ class Finish:
     @classmethod
     def of(
         cls, lease: Lease, outcome: Outcome, error: str | None, *, release: bool = True
-    ) -> Finish:
+    ) -> FinishRequest:
         """The finish of ``lease``'s run, its error text cut to the column's bound."""
         return cls(
             name=lease.name,
@@ -215,6 +216,10 @@ class Finish:
             release=release,
             holder=lease.holder,
         )
+
+
+#: the request's name before it was a noun; the store and the engine still use it
+Finish = FinishRequest
 
 
 @dataclass(frozen=True)

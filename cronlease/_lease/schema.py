@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql
 
 from cronlease._roles import MAX_ROLES_LENGTH
+from cronlease._timing.schedule import MAX_FINGERPRINT_LENGTH
 
 __all__ = [
     "MAX_ERROR_LENGTH",
@@ -42,7 +43,6 @@ __all__ = [
 MAX_NAME_LENGTH = 255
 MAX_HOLDER_LENGTH = 255
 MAX_ERROR_LENGTH = 2000
-MAX_FINGERPRINT_LENGTH = 200
 #: a member's task-set digest (cronlease/_run/membership.py): 16 hex digits
 MAX_TASK_SET_LENGTH = 32
 

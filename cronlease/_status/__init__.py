@@ -8,13 +8,16 @@ The modules, one job each:
   :class:`StatusReport`, :class:`Health`);
 - ``build``: :func:`build_report` (rows in, report out) and :func:`read_status`
   (reads the store, then builds);
-- ``text`` and ``encode``: the model as text and as JSON, for every surface alike.
+- ``text`` and ``encode``: the model as text and as JSON, for every surface alike;
+- ``cells``: the model as table cells, for the commands and the Django admin pages.
 
 The surfaces read a report and format it; none derives a value of its own.
 """
 
 from __future__ import annotations
 
+# the page shows these red; the outcome table decides, the read model passes it on
+from cronlease._lease.outcomes import BAD_OUTCOMES
 from cronlease._status.build import Snapshot, build_report, read_snapshot, read_status
 from cronlease._status.encode import health_json, report_json, run_json, task_json
 from cronlease._status.model import (
@@ -50,6 +53,7 @@ from cronlease._status.text import (
 )
 
 __all__ = [
+    "BAD_OUTCOMES",
     "FAILURE_OUTCOMES",
     "MIN_SCRUBBED_PASSWORD",
     "RECENT_OUTCOMES",

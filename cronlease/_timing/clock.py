@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
-from cronlease._lease.store import LeaseStore
-
-__all__ = ["ClockCheck", "SkewDetector", "measure_skew"]
+__all__ = ["ClockCheck", "DatabaseClock", "SkewDetector", "measure_skew"]
 
 logger = logging.getLogger("cronlease")
 #: why a fast host's ticks are refused, for its skew warning
@@ -24,6 +23,14 @@ AHEAD = (
     "ahead of the database clock is refused here as 'future'; the rest of the fleet "
     "runs it on time)"
 )
+
+
+class DatabaseClock(Protocol):
+    """What the detector reads: the lease store's clock (timing sits below the lease layer)."""
+
+    def database_time(self) -> float:
+        """The database's clock, in epoch seconds; raises StoreError."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +47,7 @@ class ClockCheck:
         return self.round_trip / 2
 
 
-def measure_skew(store: LeaseStore, samples: int = 3) -> ClockCheck:
+def measure_skew(store: DatabaseClock, samples: int = 3) -> ClockCheck:
     """Ask the database for its time, allowing for the round trip; raises StoreError.
 
     The sample with the shortest round trip is kept (as NTP does): the error bound is
@@ -70,7 +77,7 @@ def measure_skew(store: LeaseStore, samples: int = 3) -> ClockCheck:
 class SkewDetector:
     """Warns once when the skew grows past ``warn_fraction`` of the smallest interval."""
 
-    def __init__(self, store: LeaseStore, smallest_interval: float, warn_fraction: float = 0.25):
+    def __init__(self, store: DatabaseClock, smallest_interval: float, warn_fraction: float = 0.25):
         self._store = store
         self.threshold = max(0.05, smallest_interval * warn_fraction)
         self.last: ClockCheck | None = None

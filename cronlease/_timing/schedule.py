@@ -24,13 +24,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from cronlease._lease.schema import MAX_FINGERPRINT_LENGTH
 from cronlease._timing.crontab import Crontab
 from cronlease._timing.debian import next_fire
 from cronlease.errors import ConfigError
 
 __all__ = [
     "EPOCH",
+    "MAX_FINGERPRINT_LENGTH",
     "MAX_TTL",
     "MIN_INTERVAL",
     "MIN_TTL",
@@ -42,6 +42,8 @@ __all__ = [
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MIN_INTERVAL = timedelta(seconds=1)
+#: a fingerprint's longest text: the lease row's column (``_lease/schema.py``) is this wide
+MAX_FINGERPRINT_LENGTH = 200
 MIN_TTL = 1.0
 MAX_TTL = 300.0
 #: where :meth:`Schedule.smallest_gap` starts counting (any fixed instant would do)

@@ -20,6 +20,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from cronlease._service import Failure as Failure
+from cronlease._service import UsageError as UsageError
 from cronlease.cli.check import cmd_check as cmd_check
 from cronlease.cli.common import DISABLED_ENV as DISABLED_ENV
 from cronlease.cli.common import (
@@ -29,9 +31,7 @@ from cronlease.cli.common import (
     EXIT_PIPE,
     EXIT_USAGE,
 )
-from cronlease.cli.common import Failure as Failure
 from cronlease.cli.common import Preset as Preset
-from cronlease.cli.common import UsageError as UsageError
 from cronlease.cli.common import logger as logger
 from cronlease.cli.inspect import cmd_history as cmd_history
 from cronlease.cli.inspect import cmd_status as cmd_status

@@ -14,7 +14,7 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
-from cronlease._lease.database import redact
+from cronlease._service import redact
 from cronlease._status import format_duration, format_time, zone_of
 from cronlease._timing.schedule import slot_of
 from cronlease.cli.common import EXIT_OK, config_from_args, database_url

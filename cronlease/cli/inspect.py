@@ -7,42 +7,29 @@ show the declared tasks without rows, creating nothing (docs/design.md §5.29).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from datetime import datetime, timezone
 
-from cronlease._lease.store import LeaseStore
-from cronlease._run.housekeeping import HOUSEKEEPING_TASK
-from cronlease._run.watcher import STUCK_WATCHER_TASK
+from cronlease._service import (
+    no_tables,
+    open_store,
+    read_history,
+    read_report,
+    tables_exist,
+)
 from cronlease._status import (
-    RunStatus,
-    Scrubber,
-    Snapshot,
-    StatusReport,
-    build_report,
-    by_slot,
     failing_problem,
-    format_duration,
     no_replica_words,
-    read_status,
     report_json,
     run_json,
-    streak_runs,
 )
+from cronlease._status.cells import history_rows
 from cronlease.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
-    Failure,
     config_from_args,
     database_url,
-    declared_tasks,
-    known_task,
-    no_tables,
-    open_store,
-    tables_exist,
 )
-from cronlease.cli.output import print_error, print_json, print_table, short_time
+from cronlease.cli.output import print_error, print_json, print_table
 from cronlease.cli.table import orphans_summary, orphans_table, status_table
-from cronlease.config import Config
 
 # --- status ---------------------------------------------------------------------
 
@@ -90,27 +77,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def read_report(store: LeaseStore, config: Config | None, *, tables: bool) -> StatusReport:
-    """The report on the config's tasks (none: on every lease row), with the clock skew."""
-    declared = declared_tasks(config)
-    namespace = config.namespace if config is not None else None
-    if not tables:  # a read command creates nothing: the declared tasks, with no rows
-        now = datetime.now(timezone.utc)
-        return build_report(Snapshot(), declared, database=store.url, now=now, namespace=namespace)
-    report = read_status(
-        store,
-        declared,
-        namespace=namespace,
-        internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
-        runs=streak_runs(task.alert_after for task in declared or ()),
-        clock=True,
-        abandoned=True,
-    )
-    if report.database_error is not None:
-        raise Failure(report.database_error)
-    return report
-
-
 # --- history --------------------------------------------------------------------
 
 
@@ -128,31 +94,3 @@ def cmd_history(args: argparse.Namespace) -> int:
         return EXIT_OK
     print_table(*history_rows(runs))
     return EXIT_OK
-
-
-def read_history(
-    store: LeaseStore, config: Config | None, task: str, limit: int, *, tables: bool
-) -> tuple[str, Sequence[RunStatus]]:
-    """TASK's stored name and its latest runs; an unknown task is a UsageError (exit 2),
-    as for pause (a declared one may not have run yet)."""
-    name, _declared = known_task(task, store, config, tables=tables)
-    records = store.history(name, limit) if tables else []
-    scrub = Scrubber.of(store)
-    return name, by_slot([RunStatus.of(record, scrub) for record in records])
-
-
-def history_rows(runs: Sequence[RunStatus]) -> tuple[list[str], list[list[str]]]:
-    """The headers and cells ``history`` prints (and the Django admin page shows)."""
-    headers = ["SCHEDULED FOR", "ATTEMPT", "OUTCOME", "DURATION", "FENCE", "HOLDER", "ERROR"]
-    return headers, [
-        [
-            short_time(run.scheduled_for) + (" (manual)" if run.manual else ""),
-            str(run.attempt),
-            run.outcome,
-            "-" if run.duration is None else format_duration(run.duration),
-            str(run.fence),
-            run.holder,
-            (run.error_summary or "")[:100],
-        ]
-        for run in runs
-    ]

@@ -17,28 +17,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from cronlease._lease.database import redact
-from cronlease._lease.store import LeaseStore
-from cronlease._status import format_duration, holder_id, summarize_error
+from cronlease._service import (
+    UsageError,
+    declared_tasks,
+    open_store,
+    redact,
+    require_tables,
+    set_paused,
+    task_spec,
+    trigger,
+)
+from cronlease._status import format_duration, summarize_error
 from cronlease._timing.schedule import Schedule
 from cronlease.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
-    Failure,
-    UsageError,
     config_from_args,
-    config_scheduler,
     database_url,
-    declared_tasks,
-    known_task,
-    open_store,
-    reachable_tables,
-    require_tables,
-    task_spec,
 )
 from cronlease.config import local_timezone, translate_crontab
-from cronlease.errors import StoreError
 from cronlease.web import serve
 
 # --- pause, resume, trigger, init-db ----------------------------------------------
@@ -55,15 +53,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config)
-    with open_store(url, config) as store:
-        require_tables(store, url)
-        name, _declared = known_task(args.task, store, config)
-        if paused:
-            store.pause(name)
-            print(f"paused {name!r} on every replica (a run in progress finishes)")
-        else:
-            store.resume(name)
-            print(f"resumed {name!r} on every replica")
+    name = set_paused(url, config, args.task, paused=paused)
+    if paused:
+        print(f"paused {name!r} on every replica (a run in progress finishes)")
+    else:
+        print(f"resumed {name!r} on every replica")
     return EXIT_OK
 
 
@@ -72,53 +66,16 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     assert config is not None
     spec = task_spec(config, args.task)
     url = database_url(args, config)
-    with open_store(url, config) as store:
-        # an outage reads as one, before the scheduler starts; tables missing or of an
-        # earlier version are the scheduler's to create or upgrade, as a replica's are
-        reachable_tables(store, url)
-    scheduler = config_scheduler(url, config)
-    # This process only runs the one manual run: it must not start catch-up runs
-    # that would be cut off when it exits.
-    task = spec.add_to(scheduler, catchup="skip")
-    try:
-        with _interrupt_on_sigterm():
-            outcome = scheduler.run_now(spec.name)
-        if outcome is None:
-            raise Failure(_why_not_acquired(scheduler.store, task.full_name))
-        runs = [
-            run
-            for run in scheduler.store.history(task.full_name, 5)
-            if run.manual and run.holder.startswith(scheduler.holder)
-        ]
-    finally:
-        scheduler.runner.close()
-        scheduler.store.dispose()
-    run = runs[0] if runs else None
+    done = trigger(url, config, spec, running=_interrupt_on_sigterm())
+    run = done.run
     duration = f" in {format_duration(run.duration)}" if run and run.duration is not None else ""
     fence = f" (fence {run.fence})" if run else ""
-    print(f"{task.full_name}: {outcome}{duration}{fence}")
-    if outcome != "succeeded":
+    print(f"{done.name}: {done.outcome}{duration}{fence}")
+    if done.outcome != "succeeded":
         if run and run.error:
             print(summarize_error(run.error), file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
-
-
-def _why_not_acquired(store: LeaseStore, name: str) -> str:
-    try:
-        rows = store.leases([name])
-        db_now = store.database_time()
-    except StoreError as exc:
-        return f"{name}: not run: {exc}"
-    row = rows[0] if rows else None
-    if row is not None and row.paused:
-        return f"{name}: not run: the task is paused (cronlease resume ...)"
-    if row is not None and row.expires_at > db_now:
-        return (
-            f"{name}: not run: a run is in progress (holder {holder_id(row.holder)}, "
-            f"fence {row.fence}, lease for {format_duration(row.expires_at - db_now)} more)"
-        )
-    return f"{name}: not run: the lease could not be taken; try again"
 
 
 @contextmanager

@@ -15,11 +15,9 @@ import json
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
 from typing import TextIO, cast
 
 from cronlease._safe_text import escape_controls, safe_text
-from cronlease._status import format_time
 
 
 class SafeStream:
@@ -54,34 +52,6 @@ def print_error(message: str) -> None:
 def print_json(value: object) -> None:
     json.dump(value, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
-
-
-def short_time(moment: datetime | None) -> str:
-    """A time for a table cell: :func:`format_time` with a space for the ``T``."""
-    return "-" if moment is None else format_time(moment).replace("T", " ")
-
-
-def relative(moment: datetime, now: datetime) -> str:
-    """How long ago or how soon, coarse enough to read at a glance: ``3m ago``, ``in 12s``."""
-    seconds = (moment - now).total_seconds()
-    if abs(seconds) < 1:
-        return "now"
-    span = _coarse(abs(seconds))
-    return f"in {span}" if seconds > 0 else f"{span} ago"
-
-
-def _coarse(seconds: float) -> str:
-    whole = int(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    minutes = whole // 60
-    if minutes < 60:
-        return f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h" if hours else f"{days}d"
 
 
 def fit_table(

@@ -8,16 +8,13 @@ import signal
 import threading
 from types import FrameType
 
-from cronlease._run.stopping import Deadline
-from cronlease._scheduler import DEFAULT_SHUTDOWN_GRACE, Scheduler
-from cronlease._shell_task import CommandTask, terminate_running
+from cronlease._scheduler import DEFAULT_SHUTDOWN_GRACE
+from cronlease._service import UsageError, config_scheduler, stop_remaining_runs
 from cronlease.cli.common import (
     DISABLED_ENV,
     EXIT_OK,
     Preset,
-    UsageError,
     config_from_args,
-    config_scheduler,
     database_url,
     logger,
 )
@@ -72,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         scheduler.run_forever()
     finally:
-        _stop_what_still_runs(scheduler, for_commands)
+        stop_remaining_runs(scheduler, for_commands)
         scheduler.store.dispose()
     return EXIT_OK
 
@@ -85,30 +82,6 @@ def resolve_grace(args: argparse.Namespace, config: Config) -> float:
         if grace is not None:
             return float(grace)
     return DEFAULT_SHUTDOWN_GRACE
-
-
-def _stop_what_still_runs(scheduler: Scheduler, seconds: float) -> None:
-    """The process exits next, and what still runs dies with it: record those runs
-    interrupted (their leases left to expire), terminate running commands and wait up to
-    ``seconds`` for them to end (SIGKILL then; at once after a second signal)."""
-    running = set(scheduler.runner.running)
-    if not running:
-        return
-    scheduler.runner.interrupt_running()
-    commands = {
-        task.full_name for task in scheduler.tasks.values() if isinstance(task.func, CommandTask)
-    } & running
-    if not commands:
-        return
-    deadline = Deadline(seconds, hurried=lambda: scheduler.hurried)
-    reason = "the replica shut down past its grace period"
-    terminate_running(reason, kill=deadline.hurried)
-    ended = deadline.wait(
-        lambda wait: scheduler.runner.wait_ended(commands, wait),
-        f"{len(commands)} command(s) to end after SIGTERM: {', '.join(sorted(commands))}",
-    )
-    if not ended:
-        terminate_running(reason, kill=True)
 
 
 def _wait_for_signal() -> None:

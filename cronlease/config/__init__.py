@@ -43,17 +43,20 @@ valid file declares (and puts it on a scheduler),
 
 from __future__ import annotations
 
+from cronlease._lease.settings import PoolKeywords
 from cronlease.config._calls import resolve_call
 from cronlease.config._crontab import Translation, local_timezone, translate_crontab
 from cronlease.config._load import DEFAULT_CONFIG, load_config
-from cronlease.config._spec import Config, TaskSpec
+from cronlease.config._spec import Config, TaskSpec, TaskTarget
 from cronlease.config._validate import DATABASE_ENV
 
 __all__ = [
     "DATABASE_ENV",
     "DEFAULT_CONFIG",
     "Config",
+    "PoolKeywords",
     "TaskSpec",
+    "TaskTarget",
     "Translation",
     "load_config",
     "local_timezone",

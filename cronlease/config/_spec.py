@@ -12,18 +12,25 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cronlease._lease.names import normal_form
 from cronlease._lease.settings import PoolKeywords
 from cronlease._options import TaskOptions, kept_options
-from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask
 from cronlease._task import Task
 from cronlease._timing.schedule import Schedule
 from cronlease.errors import ConfigError
 
-__all__ = ["Config", "TaskSpec"]
+__all__ = ["Config", "TaskSpec", "TaskTarget"]
+
+
+class TaskTarget(Protocol):
+    """What a spec is declared on: a :class:`~cronlease.Scheduler` (the config sits beside
+    the scheduler, not above it: it describes tasks, the scheduler runs them)."""
+
+    @property
+    def add_task(self) -> Callable[..., Task]: ...
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ class TaskSpec(TaskOptions):
             raise ConfigError(f"task {self.name!r}: its call {self.call!r} was not imported")
         return self.func
 
-    def add_to(self, scheduler: Scheduler, *, catchup: str | None = None) -> Task:
+    def add_to(self, scheduler: TaskTarget, *, catchup: str | None = None) -> Task:
         """Declare this task on ``scheduler`` (its namespace applies): the same options,
         by the same names, as the decorator's (:data:`cronlease._options.OPTIONS`)."""
         options = kept_options(self)

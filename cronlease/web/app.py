@@ -10,6 +10,8 @@ GET and HEAD; anything else gets ``405``.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
 import threading
@@ -19,10 +21,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import parse_qs, quote
 
-from cronlease._lease.side_engines import reader_engine
-from cronlease._lease.store import LeaseStore
+from cronlease._service import reader_store
 from cronlease._status import DeclaredTask, in_namespace
 from cronlease._timing.schedule import Schedule
+from cronlease.store import LeaseStore
 from cronlease.web import adapters
 from cronlease.web.actions import (
     ActionRequest,
@@ -40,7 +42,7 @@ from cronlease.web.adapters import ASGIReceive, ASGIScope, ASGISend, StartRespon
 from cronlease.web.collect import collect_status, collect_task
 from cronlease.web.render import DEFAULT_REFRESH, render_html
 from cronlease.web.render_task import render_task
-from cronlease.web.responses import Response, content, plain, security
+from cronlease.web.responses import REASONS, Response, content, plain, security
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -91,7 +93,7 @@ class StatusPage:
     declared tasks, namespace and replica state are shown, or a
     :class:`~cronlease.LeaseStore`; with a store, ``tasks`` maps the declared
     tasks' full names (namespace included) to their schedules (or lists them as
-    :class:`~cronlease._status.DeclaredTask`, with their ``enabled``, ``grace``
+    :class:`~cronlease.status.DeclaredTask`, with their ``enabled``, ``grace``
     and ``alert_after``: ``cronlease web -c FILE`` does), and
     ``namespace`` says which lease rows belong to them. Without ``tasks``,
     every lease row in the database is shown as a task.
@@ -164,7 +166,7 @@ class StatusPage:
             self._store = source.store
             self._tasks = None
             self.namespace = source.namespace
-        self.reader = LeaseStore(reader_engine(self._store.engine))
+        self.reader = reader_store(self._store)
         _STORES.add(self.reader)
         self.cache = float(cache)
         self._building = threading.Lock()
@@ -335,10 +337,50 @@ class StatusPage:
         return code, [*answer, ("Location", location)], text
 
     def wsgi(self, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
-        return adapters.wsgi(self, environ, start_response)
+        """The page as a WSGI application."""
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        code, response_headers, body = self.respond(
+            method,
+            str(environ.get("PATH_INFO", "")),
+            str(environ.get("QUERY_STRING", "")),
+            adapters.wsgi_text(str(environ.get("SCRIPT_NAME", ""))).rstrip("/"),
+            headers=adapters.wsgi_headers(environ),
+            body=adapters.wsgi_body(environ) if method == "POST" and self.actions else b"",
+            client=environ.get("REMOTE_ADDR"),
+            secure=environ.get("wsgi.url_scheme") == "https",
+            raw=environ,
+        )
+        start_response(f"{code} {REASONS[code]}", response_headers)
+        return [body]
 
     async def asgi(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
-        await adapters.asgi(self, scope, receive, send)
+        """The page as an ASGI application."""
+        if scope["type"] == "lifespan":  # served on its own, e.g. by uvicorn
+            await adapters.asgi_lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            raise RuntimeError(f"the cronlease status page serves HTTP only, not {scope['type']}")
+        path, root = adapters.asgi_path(scope)
+        method = str(scope.get("method", "GET")).upper()
+        client = scope.get("client")
+        post = method == "POST" and self.actions
+        respond = functools.partial(
+            self.respond,
+            method,
+            path,
+            bytes(scope.get("query_string", b"")).decode("latin-1"),
+            root,
+            headers=adapters.asgi_headers(scope),
+            body=await adapters.receive_body(receive) if post else b"",
+            client=str(client[0]) if client else None,
+            secure=scope.get("scheme") == "https",
+            raw=scope,
+        )
+        # Database reads run in a worker thread: they never block the application's loop.
+        code, response_headers, body = await asyncio.to_thread(respond)
+        encoded = [(k.lower().encode(), v.encode("latin-1")) for k, v in response_headers]
+        await send({"type": "http.response.start", "status": code, "headers": encoded})
+        await send({"type": "http.response.body", "body": body})
 
 
 def asgi_app(

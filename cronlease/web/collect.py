@@ -11,11 +11,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from cronlease._lease.database import connect_state
-from cronlease._lease.store import LeaseStore
-from cronlease._run.housekeeping import HOUSEKEEPING_TASK
-from cronlease._run.watcher import STUCK_WATCHER_TASK
 from cronlease._scheduler import Scheduler
+from cronlease._service import INTERNAL_TASKS, connection
 from cronlease._status import MIN_SCRUBBED_PASSWORD as MIN_SCRUBBED_PASSWORD
 from cronlease._status import (
     RECENT_OUTCOMES,
@@ -28,6 +25,7 @@ from cronlease._status import (
     streak_runs,
 )
 from cronlease._timing.words import describe
+from cronlease.store import LeaseStore
 
 
 class PageSource(Protocol):
@@ -92,7 +90,7 @@ def _collect(
         database=page.store.url,
         now=now,
         namespace=page.namespace,
-        internal=(HOUSEKEEPING_TASK, STUCK_WATCHER_TASK),
+        internal=INTERNAL_TASKS,
         scrub=Scrubber.of(page.store),
         skipped=None if scheduler is None else scheduler.skipped_ticks,
     )
@@ -110,21 +108,6 @@ def _collect(
             "health": (
                 None if report.database_error else health_json(scheduler.health(snapshot=snapshot))
             ),
-            "connection": _connection(scheduler),
+            "connection": connection(scheduler),
         }
     return result
-
-
-def _connection(scheduler: Scheduler) -> dict[str, Any] | None:
-    """Why the replica makes no new database connection now; None while it can."""
-    state = connect_state(scheduler.store.engine)
-    if state is None:
-        return None
-    scrub = Scrubber.of(scheduler.store)
-    return {
-        "failures": state.failures,
-        "failing_for": round(state.failing_for, 3),
-        "retry_in": round(state.retry_in, 3),
-        "error": scrub(state.error),
-        "text": scrub(state.describe()),
-    }

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from cronlease._lease.outcomes import BAD_OUTCOMES
 from cronlease._safe_text import escape_controls
+from cronlease._status import BAD_OUTCOMES
 
 __all__ = ["CSS", "document", "e", "outcome_strip", "parse_time", "relative"]
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from wsgiref.simple_server import make_server as _make_server
 
-from cronlease._lease.store import LeaseStore
+from cronlease.store import LeaseStore
 from cronlease.web.app import PageOptions, wsgi_app
 
 if TYPE_CHECKING:

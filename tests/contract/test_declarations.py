@@ -15,9 +15,9 @@ from typing import Any
 
 from cronlease import LeaseStore, RunContext, Scheduler
 from cronlease._lease.model import AcquireRequest
+from cronlease._service import read_report
 from cronlease._status import read_status
 from cronlease._status.rules import DeclaredTask
-from cronlease.cli.inspect import read_report
 from cronlease.config import load_config
 from tests.support.leases import set_lease_end, won
 from tests.support.procs import wait_for

@@ -13,9 +13,9 @@ from cronlease import (
     DatabaseRecovered,
     DatabaseUnavailable,
     Event,
-    LeaseLost,
     RunContext,
     RunFinished,
+    RunLost,
     RunStarted,
     Scheduler,
     TickSkipped,
@@ -68,8 +68,8 @@ def test_skipped_ticks_say_why(db_url: str, task_name: str) -> None:
 
 def test_a_taken_over_lease_is_reported_lost(db_url: str, task_name: str) -> None:
     scheduler = Scheduler(db_url)
-    lost: list[LeaseLost] = []
-    scheduler.listen(lost.append, LeaseLost)
+    lost: list[RunLost] = []
+    scheduler.listen(lost.append, RunLost)
     contexts: list[RunContext] = []
     done = threading.Event()
 

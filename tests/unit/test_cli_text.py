@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from cronlease._status import TaskStatus
-from cronlease.cli.output import fit_table, relative
+from cronlease._status.cells import relative
+from cronlease.cli.output import fit_table
 from cronlease.cli.table import orphans_summary
 from cronlease.config import DATABASE_ENV, load_config
 from cronlease.config._database import beside

@@ -7,8 +7,12 @@
 - No module uses another module's underscore names (``from m import _x``,
   ``m._x``): a name shared between modules gets a public name in its module,
   which stays private by living in an underscore module.
-- No module over 400 lines, unless the first paragraph of its docstring has a
-  line starting ``Over 400 lines:`` that says why.
+- The layers of docs/design.md §9 hold: ``lint-imports`` (import-linter) keeps
+  pyproject.toml's ``[tool.importlinter]`` contracts, which say which layer may
+  import which. The checks here are the ones a layer contract does not make:
+  cycles between modules of one layer, and names shared across modules.
+
+A module is as long as its one idea: there is no cap on its lines.
 
 Each check is a function of a source tree, tried first on small made-up trees,
 so a check that finds nothing has been seen to find something.
@@ -17,6 +21,9 @@ so a check that finds nothing has been seen to find something.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,8 +34,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "cronlease"
-MAX_LINES = 400
-EXCUSE = "Over 400 lines:"
 
 
 @dataclass(frozen=True)
@@ -249,21 +254,6 @@ def dotted(node: ast.expr, bound: dict[str, str]) -> str | None:
     return None
 
 
-def long_modules(modules: dict[str, Module]) -> list[str]:
-    found = []
-    for module in modules.values():
-        lines = len(module.source.splitlines())
-        if lines <= MAX_LINES:
-            continue
-        first_paragraph = (ast.get_docstring(module.tree) or "").split("\n\n", 1)[0]
-        if not any(line.strip().startswith(EXCUSE) for line in first_paragraph.splitlines()):
-            found.append(
-                f"{where(module, 1)} has {lines} lines (at most {MAX_LINES}, unless the "
-                f"docstring's first paragraph says why in a line starting {EXCUSE!r})"
-            )
-    return found
-
-
 # --- the checks, tried on made-up packages ------------------------------------------------
 
 
@@ -343,26 +333,6 @@ def test_private_names_of_other_modules_are_found(tmp_path: Path) -> None:
     ]
 
 
-def test_long_modules_need_a_reason_in_the_first_paragraph(tmp_path: Path) -> None:
-    body = "x = 1\n" * MAX_LINES
-    modules = make_package(
-        tmp_path,
-        {
-            "__init__.py": "",
-            "fits.py": body,
-            "excused_too_late.py": f'"""Big.\n\n{EXCUSE} a reason.\n"""\n{body}',
-            "explained.py": f'"""Big.\n{EXCUSE} one table, kept whole.\n"""\n{body}',
-            "long.py": body + "y = 2\n",
-        },
-    )
-    assert long_modules(modules) == [
-        "pkg/excused_too_late.py:1 has 404 lines (at most 400, unless the docstring's first "
-        "paragraph says why in a line starting 'Over 400 lines:')",
-        "pkg/long.py:1 has 401 lines (at most 400, unless the docstring's first "
-        "paragraph says why in a line starting 'Over 400 lines:')",
-    ]
-
-
 # --- the checks, on cronlease ------------------------------------------------------------
 
 
@@ -374,12 +344,32 @@ def cronlease_modules() -> dict[str, Module]:
     return modules
 
 
-@pytest.mark.parametrize("check", [cycles, face_imports, private_name_uses, long_modules])
+@pytest.mark.parametrize("check", [cycles, face_imports, private_name_uses])
 def test_cronlease_layout(
     check: Callable[[dict[str, Module]], list[str]], cronlease_modules: dict[str, Module]
 ) -> None:
     found = check(cronlease_modules)
     assert not found, "\n".join(found)
+
+
+def lint_imports() -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` as CI runs it, on this tree (the venv's, whichever is running)."""
+    command = Path(sys.executable).parent / "lint-imports"
+    return subprocess.run(
+        [str(command), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+
+
+def test_the_layer_contracts_are_kept() -> None:
+    result = lint_imports()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+    assert "KEPT" in result.stdout  # the contracts were read: none is skipped silently
 
 
 # --- the tick path, as data ------------------------------------------------------------

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 from cronlease import ConfigError, ConfigFileError, Scheduler
 from cronlease._lease.database import create_store_engine
 from cronlease._lease.pool import StorePool
-from cronlease.cli.common import config_scheduler
+from cronlease._service import config_scheduler
 from cronlease.config import DATABASE_ENV, load_config
 
 BACKENDS = {

@@ -23,8 +23,8 @@ from django.core.handlers.wsgi import WSGIHandler
 
 from cronlease._options import OPTIONS, SCHEDULE_KEYS
 from cronlease._scheduler import Scheduler
+from cronlease._service import config_scheduler
 from cronlease._task import Task
-from cronlease.cli.common import config_scheduler
 from cronlease.config import Config, TaskSpec
 from cronlease.contrib.django._settings import DjangoSettings, read_settings
 from cronlease.errors import ConfigError

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cronlease._lease.model import check_task_name
 from cronlease._options import type_name, unknown_key
 from cronlease._roles import parse_roles
+from cronlease._service import check_task_name
 from cronlease.config import Config, TaskSpec
 from cronlease.config._validate import Validator
 from cronlease.contrib.django._database import WHERE, database_of

@@ -6,8 +6,9 @@ Staff only (``admin.site.admin_view``); mount them beside the admin::
     path("admin/", admin.site.urls),
 
 Each page reads what ``manage.py cronlease status`` / ``history`` read (the status
-model, through the CLI's reads) and shows the cells the CLI prints; nothing on
-them writes. A read never creates the tables (a database without them says so).
+model, through :mod:`cronlease._service`) and shows the cells the CLI prints
+(:mod:`cronlease._status.cells`); nothing on them writes. A read never creates
+the tables (a database without them says so).
 """
 
 from __future__ import annotations
@@ -18,10 +19,17 @@ from django.contrib import admin
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from cronlease._lease.database import redact
-from cronlease.cli.common import Failure, UsageError, no_tables, open_store, tables_exist
-from cronlease.cli.inspect import history_rows, read_history, read_report
-from cronlease.cli.table import status_rows
+from cronlease._service import (
+    Failure,
+    UsageError,
+    no_tables,
+    open_store,
+    read_history,
+    read_report,
+    redact,
+    tables_exist,
+)
+from cronlease._status.cells import history_rows, status_rows
 from cronlease.contrib.django._replica import declared_config
 from cronlease.errors import StoreError
 
