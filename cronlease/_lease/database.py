@@ -11,7 +11,7 @@
   in the transaction they bound).
 - MySQL/MariaDB (PyMySQL) sessions are READ COMMITTED and accept
   multi-statement queries, so each lease transaction is one request
-  (cronlease/_lease/dialects/mysql_script.py). On MariaDB a session idle in a
+  (cronlease/_lease/dialects/mysql.py). On MariaDB a session idle in a
   transaction for :data:`IDLE_IN_TRANSACTION_TIMEOUT` is ended by the server.
 - SQLite uses WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for every transaction:
   a deferred transaction that later wants to write can fail at once with
@@ -30,6 +30,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
 from cronlease._lease import prepared, sqlite_file
+from cronlease._lease.dialects.base import HEARTBEAT_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT
 from cronlease._lease.pool import ConnectState, StorePool
 from cronlease._lease.settings import (
     DEFAULT_POOL,
@@ -56,19 +57,6 @@ __all__ = [
 DEFAULT_URL = "sqlite:///cronlease.db"
 CONNECT_TIMEOUT = 5
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# The longest a lease renewal (one statement for every lease of the replica) may
-# take, lock waits included: a hung one fails, is logged, and is retried soon on
-# a fresh connection. Leases are at least 1 s long and renewed every ttl/3, so a
-# renewal this slow costs only the leases that would have expired anyway.
-HEARTBEAT_TIMEOUT = 5.0
-# The longest a transaction cronlease opened may sit idle between its statements
-# before the server ends the session (PostgreSQL: the transactions of several
-# statements, SET LOCAL; MariaDB: every session, idle_transaction_timeout; MySQL
-# has no such setting). cronlease sends a transaction's statements one after the
-# other, so only a stalled process (SIGSTOP, swapping, a debugger) sits that long,
-# and the row locks of its transaction would otherwise hold every other replica's
-# statements on those rows until its connection ends, however long it is stopped.
-IDLE_IN_TRANSACTION_TIMEOUT = 5
 
 logger = logging.getLogger("cronlease")
 
@@ -176,7 +164,7 @@ def create_store_engine(
             )
             if engine.dialect.driver == "pymysql":
                 # One request per lease transaction (multi-statement queries).
-                from cronlease._lease.dialects.mysql_script import enable_scripts
+                from cronlease._lease.dialects.mysql import enable_scripts
 
                 enable_scripts(engine)
             return engine

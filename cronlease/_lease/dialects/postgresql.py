@@ -17,25 +17,49 @@ overlapping tasks cannot deadlock (docs/design.md §3).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Double, TextClause, literal_column, text
+from sqlalchemy import (
+    ColumnElement,
+    Delete,
+    Double,
+    TextClause,
+    any_,
+    delete,
+    func,
+    literal_column,
+    select,
+    text,
+)
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnClause
 
-from cronlease._lease.database import HEARTBEAT_TIMEOUT
 from cronlease._lease.dialects.base import (
     ABANDONED_ERROR,
+    HEARTBEAT_TIMEOUT,
+    IDLE_IN_TRANSACTION_TIMEOUT,
+    LIMIT,
     Statements,
     acquire_rows,
+    build_set_paused,
+    take_if_free,
+    upgrade_needed,
 )
 from cronlease._lease.dialects.driver import DriverStatement
-from cronlease._lease.dialects.on_conflict import build_set_paused, take_if_free
+from cronlease._lease.membership import (
+    MEMBER_COLUMNS,
+    FleetStatements,
+    MemberBeat,
+    Members,
+    members_of,
+)
 from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseState
-from cronlease._lease.schema import leases, runs
+from cronlease._lease.schema import RUNS_ATTEMPT_KEY, RUNS_SLOT_KEY, leases, members, runs
 
-__all__ = ["STATEMENTS", "PostgreSQLStatements"]
+__all__ = ["STATEMENTS", "PostgreSQLFleet", "PostgreSQLStatements"]
 
 NOW_SQL = "(EXTRACT(EPOCH FROM statement_timestamp())::float8)"
 NOW = literal_column(NOW_SQL, Double)
@@ -194,6 +218,75 @@ RETURNING l.name
     )
 
 
+def members_renewal() -> str:
+    """Upsert and read the member rows in one statement, expired rows included (the
+    caller deletes those it sees, rarely). The final SELECT reads the table as it was
+    before the statement, so this batch's rows come from RETURNING."""
+    return f"""
+WITH batch AS (
+    SELECT * FROM unnest(
+        CAST(:b_holders AS text[]), CAST(:b_namespaces AS text[]),
+        CAST(:b_task_sets AS text[]), CAST(:b_ttls AS float8[]), CAST(:b_roles AS text[])
+    ) AS b(holder, namespace, task_set, ttl, roles)
+), renewed AS (
+    INSERT INTO {members.name} AS m ({MEMBER_COLUMNS})
+    SELECT b.holder, b.namespace, b.task_set, {NOW_SQL}, {NOW_SQL}, {NOW_SQL} + b.ttl, b.roles
+      FROM batch b ORDER BY b.holder
+    ON CONFLICT (holder) DO UPDATE
+       SET namespace = excluded.namespace, task_set = excluded.task_set,
+           renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
+           roles = excluded.roles
+    RETURNING m.holder, m.namespace, m.task_set, m.started_at, m.renewed_at, m.expires_at,
+              m.roles
+)
+SELECT {MEMBER_COLUMNS}, {NOW_SQL} FROM renewed
+UNION ALL
+SELECT {MEMBER_COLUMNS}, {NOW_SQL} FROM {members.name} m
+ WHERE m.holder NOT IN (SELECT holder FROM batch)
+"""
+
+
+class PostgreSQLFleet(FleetStatements):
+    """Membership in one statement (data-modifying CTEs); the slot check on the
+    driver's cursor, one text for any count."""
+
+    def __init__(self) -> None:
+        super().__init__(NOW)
+        self._renew = text(members_renewal())
+
+    def member_upsert(self, values: dict[str, Any], kept: Sequence[str]) -> Any:
+        return None  # the renewal is one statement of its own
+
+    def cursor_statement(self) -> DriverStatement | None:
+        return DriverStatement(
+            text(f"SELECT name, slot FROM {leases.name} WHERE name = ANY(CAST(:b_names AS text[]))")
+        )
+
+    def renew(self, conn: Connection, beats: Sequence[MemberBeat]) -> Members:
+        ordered = sorted(beats, key=lambda beat: beat.holder)
+        params = {
+            "b_holders": [b.holder for b in ordered],
+            "b_namespaces": [b.namespace for b in ordered],
+            "b_task_sets": [b.task_set for b in ordered],
+            "b_ttls": [float(b.ttl) for b in ordered],
+            "b_roles": [b.roles for b in ordered],
+        }
+        rows = conn.execute(self._renew, params).all()
+        db_now = float(rows[0][7])
+        stale = sorted(row[0] for row in rows if float(row[5]) < db_now)
+        if stale:  # rare: a replica died, or stopped without leaving
+            conn.execute(self._delete_expired, {"b_expired": stale})
+        return members_of([row[:7] for row in rows if float(row[5]) >= db_now], db_now)
+
+
+# The transaction's start and its bound on idle time in one request (simple query
+# protocol: no parameters), on a connection in autocommit. The bound is SET LOCAL,
+# so it is never left on the server connection for the next client of a PgBouncer
+# in transaction pooling.
+IDLE_BOUND = f"SET LOCAL idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_TIMEOUT * 1000}"
+BEGIN = f"BEGIN ISOLATION LEVEL READ COMMITTED; {IDLE_BOUND}"
+
+
 class PostgreSQLStatements(Statements):
     def __init__(self) -> None:
         super().__init__(NOW)
@@ -242,6 +335,55 @@ class PostgreSQLStatements(Statements):
     def set_paused(self, conn: Connection, name: str) -> None:
         with conn.begin():
             conn.execute(self._set_paused, {"b_name": name})
+
+    # --- the rest ----------------------------------------------------------
+
+    @contextmanager
+    def write_transaction(self, conn: Connection) -> Iterator[None]:
+        """The store's connections are autocommit (each lease statement stands alone):
+        a transaction of several statements is begun, at READ COMMITTED, with its
+        bound on idle time as a setting of its own (§5.26)."""
+        autocommit = bool(getattr(conn.connection.dbapi_connection, "autocommit", False))
+        if not autocommit:  # not a store connection: psycopg begins it, at this level
+            conn.execution_options(isolation_level="READ COMMITTED")  # reset when pooled
+        with conn.begin():
+            # in autocommit psycopg sends no BEGIN, and its COMMIT and ROLLBACK still
+            # end the transaction the server has open
+            conn.exec_driver_sql(BEGIN if autocommit else IDLE_BOUND)
+            yield
+
+    def bounded_delete(self, where: ColumnElement[bool]) -> Delete:
+        # ctid = ANY(ARRAY(...)): a TID scan; "IN (subquery)" would hash-join the table
+        ctid: ColumnClause[Any] = literal_column("ctid")
+        batch = select(ctid).select_from(runs).where(where).limit(LIMIT)
+        return delete(runs).where(ctid == any_(func.array(batch.scalar_subquery())))
+
+    def upgrade_runs(self, conn: Connection) -> None:
+        """One transaction (DDL is transactional here) that locks the table and checks
+        again under the lock: the second replica finds it done."""
+        # The store's connections are autocommit: this one needs a real transaction, and
+        # the table lock is released with it (it holds under PgBouncer's transaction pooling).
+        with self.write_transaction(conn):
+            conn.execute(text(f"LOCK TABLE {runs.name} IN ACCESS EXCLUSIVE MODE"))
+            if not upgrade_needed(conn):
+                return  # another replica did it while we waited for the lock
+            conn.execute(
+                text(f"ALTER TABLE {runs.name} ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1")
+            )
+            conn.execute(text(f"ALTER TABLE {runs.name} DROP CONSTRAINT IF EXISTS {RUNS_SLOT_KEY}"))
+            conn.execute(
+                text(
+                    f"ALTER TABLE {runs.name} ADD CONSTRAINT {RUNS_ATTEMPT_KEY}"
+                    " UNIQUE (name, slot, manual, attempt)"
+                )
+            )
+
+    def add_member_roles(self, conn: Connection, column: str) -> None:
+        # autocommit: the ALTER is its own transaction; IF NOT EXISTS for the race
+        conn.execute(text(f"ALTER TABLE {members.name} ADD COLUMN IF NOT EXISTS {column}"))
+
+    def fleet_statements(self) -> FleetStatements:
+        return PostgreSQLFleet()
 
 
 def _acquired_or_state(row: Sequence[Any]) -> int | LeaseState | None:

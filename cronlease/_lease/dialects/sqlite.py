@@ -14,17 +14,44 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Double, TextualSelect, column, literal_column, text
+from sqlalchemy import (
+    ColumnElement,
+    Delete,
+    Double,
+    MetaData,
+    TextualSelect,
+    column,
+    delete,
+    event,
+    literal_column,
+    select,
+    text,
+)
 from sqlalchemy.dialects.sqlite import insert
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy.sql.elements import ColumnClause
 
-from cronlease._lease.dialects.base import Statements, acquire_rows, state_after_upsert
-from cronlease._lease.dialects.on_conflict import build_set_paused, take_if_free
+from cronlease._lease.dialects.base import (
+    HEARTBEAT_TIMEOUT,
+    LIMIT,
+    Statements,
+    acquire_rows,
+    build_set_paused,
+    members_lack_roles,
+    state_after_upsert,
+    take_if_free,
+    upgrade_needed,
+)
+from cronlease._lease.dialects.driver import DriverStatement
+from cronlease._lease.membership import FleetStatements
 from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseState
-from cronlease._lease.schema import leases
+from cronlease._lease.schema import leases, members, runs
 
-__all__ = ["STATEMENTS", "SQLiteStatements"]
+__all__ = ["STATEMENTS", "SQLiteFleet", "SQLiteStatements"]
 
 # unixepoch('subsec') would be simpler but is NULL before SQLite 3.42.
 NOW_SQL = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -89,6 +116,38 @@ UPDATE {leases.name} SET expires_at = {NOW_SQL} + {ttl}{source}
 RETURNING {leases.name}.name
 """
     ).columns(column("name"))
+
+
+class SQLiteFleet(FleetStatements):
+    """Membership in one transaction (the write lock serializes renewers: no row locks
+    to skip); the slot check on the driver's cursor, from one JSON parameter."""
+
+    skip_locked = False
+
+    def __init__(self) -> None:
+        super().__init__(NOW)
+
+    def member_upsert(self, values: dict[str, Any], kept: Sequence[str]) -> Any:
+        upsert = insert(members).values(**values)
+        return upsert.on_conflict_do_update(
+            index_elements=[members.c.holder],
+            set_={column: upsert.excluded[column] for column in kept},
+        )
+
+    def cursor_statement(self) -> DriverStatement | None:
+        return DriverStatement(
+            text(
+                f"SELECT name, slot FROM {leases.name}"
+                " WHERE name IN (SELECT value FROM json_each(:b_names))"
+            )
+        )
+
+    def cursor_names(self, names: Sequence[str]) -> Any:
+        return json.dumps(list(names))
+
+
+#: the table ``cronlease_runs`` is rebuilt into by the upgrade for attempts
+REBUILT = "cronlease_runs_upgrade"
 
 
 class SQLiteStatements(Statements):
@@ -203,6 +262,72 @@ class SQLiteStatements(Statements):
     def set_paused(self, conn: Connection, name: str) -> None:
         with conn.begin():
             conn.execute(self._set_paused, {"b_name": name})
+
+    # --- the rest ----------------------------------------------------------
+
+    def bounded_delete(self, where: ColumnElement[bool]) -> Delete:
+        # rows found by their rowid, not by a second index lookup of their key
+        rowid: ColumnClause[Any] = literal_column("rowid")
+        return delete(runs).where(rowid.in_(select(rowid).where(where).limit(LIMIT)))
+
+    def upgrade_runs(self, conn: Connection) -> None:
+        """SQLite cannot change a table's constraints: the table is rebuilt — a new one
+        with every row copied, the old one dropped, the new one renamed and every
+        index made again — in one ``BEGIN IMMEDIATE`` transaction, which also keeps
+        the second replica out until it can see the result."""
+        with conn.begin():  # BEGIN IMMEDIATE: one writer until the commit
+            if not upgrade_needed(conn):
+                return
+            # indexes made on the table besides cronlease's own are made again as they were
+            own = {index.name for index in runs.indexes}
+            others = [
+                sql
+                for (index_name, sql) in conn.exec_driver_sql(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
+                    (runs.name,),
+                )
+                if sql is not None and index_name not in own
+            ]
+            rebuilt = runs.to_metadata(MetaData(), name=REBUILT)
+            conn.execute(CreateTable(rebuilt, include_foreign_key_constraints=[]))
+            old_columns = ", ".join(c.name for c in runs.columns if c.name != "attempt")
+            conn.exec_driver_sql(
+                f"INSERT INTO {REBUILT} ({old_columns}, attempt)"
+                f" SELECT {old_columns}, 1 FROM {runs.name}"
+            )
+            conn.exec_driver_sql(f"DROP TABLE {runs.name}")
+            conn.exec_driver_sql(f"ALTER TABLE {REBUILT} RENAME TO {runs.name}")
+            for index in runs.indexes:
+                conn.execute(CreateIndex(index))
+            for sql in others:
+                conn.exec_driver_sql(sql)
+
+    def add_member_roles(self, conn: Connection, column: str) -> None:
+        with conn.begin():  # BEGIN IMMEDIATE: the second replica waits, then finds it
+            if members_lack_roles(conn):
+                conn.exec_driver_sql(f"ALTER TABLE {members.name} ADD COLUMN {column}")
+
+    def fleet_statements(self) -> FleetStatements:
+        return SQLiteFleet()
+
+    def renewal_session(self, dialect: Dialect) -> list[str]:
+        # a lock wait is what would hang a renewal: the busy timeout bounds it
+        return [f"PRAGMA busy_timeout = {int(HEARTBEAT_TIMEOUT * 1000)}"]
+
+    def configure_sibling(self, engine: Engine) -> None:
+        # BEGIN IMMEDIATE, as on the store's engine (an engine event, not a pool one).
+        @event.listens_for(engine, "begin")
+        def _begin(connection: Any) -> None:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    def file_missing(self, url: Any) -> bool:
+        database = url.database
+        return (
+            bool(database)
+            and database != ":memory:"
+            and not str(database).startswith("file:")  # a URI: the driver's to resolve
+            and not Path(str(database)).exists()
+        )
 
 
 STATEMENTS = SQLiteStatements()
