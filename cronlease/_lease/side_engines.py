@@ -16,7 +16,6 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from cronlease._lease import prepared
 from cronlease._lease.dialects import statements_for
 from cronlease._lease.dialects.base import HEARTBEAT_TIMEOUT
 from cronlease._lease.pool import StorePool
@@ -110,7 +109,7 @@ def side_pool(
         _dispatch=source.dispatch,
         dialect=source._dialect,
     )
-    prepared.unprepared_pool(engine, pool)  # an adopted engine's creator: ours alone
+    statements_for(engine).configure_side_pool(engine, pool)  # PostgreSQL: never prepare
     return pool
 
 

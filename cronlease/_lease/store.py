@@ -38,7 +38,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from cronlease._lease import attempts, migration, side_engines, sqlite_file
+from cronlease._lease import attempts, migration, side_engines
 from cronlease._lease.database import create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.attempts import AttemptStatements
@@ -81,7 +81,7 @@ class LeaseStore:
         # hidden from every log line and page from now on (cronlease/_safe_text.py)
         remember_password(engine.url.password)
         self.statements: Statements = statements_for(engine)
-        self._file = sqlite_file.guard_of(engine)  # None unless a SQLite file
+        self._file = self.statements.file_guard(engine)  # None unless a SQLite file
         self._pruning = Pruning(self.statements)
         self._forgetting = Forgetting(self.statements)
         self.lost_writes = LostWrites(lambda: self.statements, lambda w, op: self._call(w, op))

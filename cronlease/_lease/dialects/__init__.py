@@ -15,7 +15,14 @@ from sqlalchemy.engine import URL, Engine
 from cronlease._lease.dialects.base import Statements
 from cronlease.errors import ConfigError
 
-__all__ = ["MODULES", "Statements", "statements_for", "statements_for_url"]
+__all__ = [
+    "DRIVERS",
+    "MODULES",
+    "Statements",
+    "backend_for_url",
+    "statements_for",
+    "statements_for_url",
+]
 
 #: SQLAlchemy's backend name (``dialect.name``, ``url.get_backend_name()``) -> module
 MODULES = {
@@ -23,6 +30,14 @@ MODULES = {
     "postgresql": "cronlease._lease.dialects.postgresql",
     "mysql": "cronlease._lease.dialects.mysql",
     "mariadb": "cronlease._lease.dialects.mysql",
+}
+
+#: the driver a URL naming only its backend gets (``postgresql://``: psycopg 3)
+DRIVERS = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
 }
 
 
@@ -34,17 +49,27 @@ def statements_for(engine: Engine) -> Statements:
 def statements_named(name: str) -> Statements:
     """The statements of the backend SQLAlchemy calls ``name``; ConfigError for one
     cronlease does not support, or whose driver is not installed."""
+    try:
+        return _backend(name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"cronlease has no statements for {name!r} yet") from exc
+
+
+def backend_for_url(url: URL) -> Statements:
+    """The backend of ``url``, for making its engine: ConfigError for one cronlease does
+    not support, ModuleNotFoundError when its driver is not installed (the factory
+    names the driver)."""
+    return _backend(url.get_backend_name())
+
+
+def _backend(name: str) -> Statements:
     module_name = MODULES.get(name)
     if module_name is None:
         raise ConfigError(
             f"cronlease does not support {name!r} databases: "
             "use SQLite, PostgreSQL or MySQL/MariaDB"
         )
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ConfigError(f"cronlease has no statements for {name!r} yet") from exc
-    statements: Statements = module.STATEMENTS
+    statements: Statements = importlib.import_module(module_name).STATEMENTS
     return statements
 
 

@@ -40,7 +40,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 
 from cronlease._lease.model import (
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from cronlease._lease.membership import FleetStatements
 
 __all__ = [
+    "CONNECT_TIMEOUT",
     "HEARTBEAT_TIMEOUT",
     "IDLE_IN_TRANSACTION_TIMEOUT",
     "LIMIT",
@@ -86,6 +87,9 @@ HEARTBEAT_TIMEOUT = 5.0
 # and the row locks of its transaction would otherwise hold every other replica's
 # statements on those rows until its connection ends, however long it is stopped.
 IDLE_IN_TRANSACTION_TIMEOUT = 5
+
+#: how long opening a connection to a database server may take, in seconds
+CONNECT_TIMEOUT = 5
 
 #: what the run-history rows of an abandoned run say
 ABANDONED_ERROR = "its holder stopped renewing the lease"
@@ -371,8 +375,34 @@ class Statements(ABC):
         locked in name order; the names of the leases that were still ours."""
 
     # --- what else differs between backends ---------------------------------
-    # Asked by the generic modules (pruning, forgetting, attempts, migration,
-    # membership, side engines, table state), so that none of them names a database.
+    # Asked by the generic modules (the engine factory, pruning, forgetting, attempts,
+    # migration, membership, side engines, table state), so that none of them names a
+    # database.
+
+    @abstractmethod
+    def make_engine(
+        self, url: URL, connect_args: dict[str, Any], *, read_only: bool, options: dict[str, Any]
+    ) -> Engine:
+        """An engine for lease statements on ``url`` over cronlease's pool (``options``:
+        database.py's), with the connect arguments, session settings and driver hooks
+        this backend needs; ``connect_args`` are the user's and win over its defaults.
+        ``read_only``: an engine that only reads (the read commands)."""
+
+    def adopt(self, engine: Engine) -> Engine | None:
+        """The user's ``engine`` for lease statements, on the user's own pool; None when
+        what this backend needs is set when connecting (a pool of cronlease's own from
+        the same URL is made instead)."""
+        return None
+
+    def configure_side_pool(self, engine: Engine, pool: Any) -> None:
+        """Set up ``pool``, cronlease's own, made with ``engine``'s pool creator (the
+        renewal and page connections: side_engines.py): nothing by default."""
+        return None
+
+    def file_guard(self, engine: Engine) -> Any:
+        """The guard of ``engine``'s database file (docs/design.md §5.17), whose
+        ``check()`` raises once the path names another file; None without one."""
+        return None
 
     def write_transaction(self, conn: Connection) -> AbstractContextManager[None]:
         """One READ COMMITTED transaction of several statements (docs/design.md §3.9).

@@ -94,6 +94,7 @@ from sqlalchemy import (
     Delete,
     Double,
     TextClause,
+    create_engine,
     delete,
     event,
     inspect,
@@ -103,12 +104,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.mysql import insert
 from sqlalchemy.dialects.mysql import limit as mysql_limit
-from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from cronlease._lease.dialects.base import (
     ABANDONED_ERROR,
+    CONNECT_TIMEOUT,
     HEARTBEAT_TIMEOUT,
+    IDLE_IN_TRANSACTION_TIMEOUT,
     LIMIT,
     PAUSED_ROW,
     Statements,
@@ -747,6 +750,32 @@ class MySQLStatements(Statements):
 
     def fleet_statements(self) -> FleetStatements:
         return MySQLFleet()
+
+    def make_engine(
+        self, url: URL, connect_args: dict[str, Any], *, read_only: bool, options: dict[str, Any]
+    ) -> Engine:
+        engine = create_engine(
+            url,
+            isolation_level="READ COMMITTED",
+            pool_recycle=3600,
+            # Every lease method ends its own transaction (and SQLAlchemy rolls
+            # back one left open when the connection closes), so the pool's
+            # ROLLBACK on return would be one more round trip per statement.
+            pool_reset_on_return=None,
+            connect_args={
+                "connect_timeout": CONNECT_TIMEOUT,
+                # lease times are epoch seconds from the server clock in UTC
+                # A lock wait far past any tick's grace helps nobody.
+                # /*M! ... */ is run by MariaDB only (MySQL has no such variable).
+                "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10"
+                f" /*M!100300 , idle_transaction_timeout = {IDLE_IN_TRANSACTION_TIMEOUT} */",
+                **connect_args,
+            },
+            **options,
+        )
+        if engine.dialect.driver == "pymysql":
+            enable_scripts(engine)  # one request per lease transaction
+        return engine
 
     def renewal_session(self, dialect: Dialect) -> list[str]:
         seconds = HEARTBEAT_TIMEOUT

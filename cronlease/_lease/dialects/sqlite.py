@@ -13,6 +13,8 @@ parameters to the same statement (:func:`acquire_statement`).
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from sqlalchemy import (
     MetaData,
     TextualSelect,
     column,
+    create_engine,
     delete,
     event,
     literal_column,
@@ -31,10 +34,11 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.sqlite import insert
-from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.sql.elements import ColumnClause
 
+from cronlease._lease import sqlite_file
 from cronlease._lease.dialects.base import (
     HEARTBEAT_TIMEOUT,
     LIMIT,
@@ -50,8 +54,17 @@ from cronlease._lease.dialects.driver import DriverStatement
 from cronlease._lease.membership import FleetStatements
 from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseState
 from cronlease._lease.schema import leases, members, runs
+from cronlease.errors import ConfigError
 
-__all__ = ["STATEMENTS", "SQLiteFleet", "SQLiteStatements"]
+__all__ = [
+    "SQLITE_BUSY_TIMEOUT_MS",
+    "STATEMENTS",
+    "SQLiteFleet",
+    "SQLiteStatements",
+    "sqlite_engine",
+]
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 # unixepoch('subsec') would be simpler but is NULL before SQLite 3.42.
 NOW_SQL = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -144,6 +157,60 @@ class SQLiteFleet(FleetStatements):
 
     def cursor_names(self, names: Sequence[str]) -> Any:
         return json.dumps(list(names))
+
+
+def sqlite_engine(
+    url: URL, connect_args: dict[str, Any], *, read_only: bool = False, **options: Any
+) -> Engine:
+    if url.database in (None, "", ":memory:") or "mode=memory" in str(url):
+        # Each pooled connection would see its own empty database.
+        raise ConfigError(
+            "an in-memory SQLite database cannot hold leases: use a file, e.g. sqlite:///cronlease.db"
+        )
+    # One connection stays open whatever its idleness: it pins the file (§5.17).
+    engine = create_engine(
+        url, connect_args={"check_same_thread": False, **connect_args}, keep=1, **options
+    )
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event issue BEGIN instead of pysqlite's own logic.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            if not read_only:
+                enable_wal(cursor)
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    sqlite_file.watch(engine, url)  # a file deleted or replaced under it (design §5.17)
+    return engine
+
+
+def enable_wal(cursor: Any) -> None:
+    """Switch a SQLite file to WAL, waiting out other connections that hold it.
+
+    Changing the journal mode can fail with "database is locked" at once,
+    without the busy handler, while another process opens the same new file:
+    ten replicas starting together on an empty database hit it.
+    """
+    if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 #: the table ``cronlease_runs`` is rebuilt into by the upgrade for attempts
@@ -309,6 +376,14 @@ class SQLiteStatements(Statements):
 
     def fleet_statements(self) -> FleetStatements:
         return SQLiteFleet()
+
+    def make_engine(
+        self, url: URL, connect_args: dict[str, Any], *, read_only: bool, options: dict[str, Any]
+    ) -> Engine:
+        return sqlite_engine(url, connect_args, read_only=read_only, **options)
+
+    def file_guard(self, engine: Engine) -> Any:
+        return sqlite_file.guard_of(engine)
 
     def renewal_session(self, dialect: Dialect) -> list[str]:
         # a lock wait is what would hang a renewal: the busy timeout bounds it
