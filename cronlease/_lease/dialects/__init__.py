@@ -20,6 +20,7 @@ __all__ = [
     "MODULES",
     "Statements",
     "backend_for_url",
+    "installed_backends",
     "statements_for",
     "statements_for_url",
 ]
@@ -60,6 +61,24 @@ def backend_for_url(url: URL) -> Statements:
     not support, ModuleNotFoundError when its driver is not installed (the factory
     names the driver)."""
     return _backend(url.get_backend_name())
+
+
+def installed_backends() -> list[Statements]:
+    """Every backend whose module imports here (its driver installed), in
+    :data:`MODULES` order: what tells a driver's exception apart (faults.py,
+    pool.py, connect_errors.py), where no engine is at hand."""
+    if not _INSTALLED:
+        found: list[Statements] = []
+        for name in dict.fromkeys(MODULES.values()):
+            try:
+                found.append(importlib.import_module(name).STATEMENTS)
+            except ModuleNotFoundError:
+                continue  # its driver is not installed: none of its errors can occur
+        _INSTALLED[:] = found
+    return _INSTALLED
+
+
+_INSTALLED: list[Statements] = []
 
 
 def _backend(name: str) -> Statements:

@@ -455,6 +455,23 @@ class Statements(ABC):
 
     # --- shared -----------------------------------------------------------
 
+    # --- driver errors: each answers for its own driver's, None for another's ----
+
+    def answered(self, orig: object) -> bool | None:
+        """Whether the database answered with ``orig`` (an error about the statement,
+        not an outage: faults.py, docs/design.md §5.19), by the driver's own code."""
+        return None
+
+    def refused_connect(self, exc: BaseException) -> bool | None:
+        """Whether a failed connect was the server's answer (it logged it), not silence
+        (pool.py's connect gate, docs/design.md §8)."""
+        return None
+
+    def connect_failure(self, where: str, orig: object) -> str | None:
+        """One line for a failure of this driver to open ``where`` that is not the
+        network's (connect_errors.py): the server's refusal, a file that is no database."""
+        return None
+
     def refuses_row(self, exc: DBAPIError) -> bool:
         """Whether the database answered ``exc`` about a row's data or constraints
         (not an outage): a value it cannot store, a constraint it checks."""

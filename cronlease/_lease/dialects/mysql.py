@@ -502,6 +502,40 @@ def _state(row: Row, request: AcquireRequest) -> LeaseState:
     )
 
 
+# MySQL/MariaDB server errors of the same kind; every client error (2000-2999) too
+NO_ANSWER = frozenset(
+    {
+        1040,  # too many connections
+        1053,  # server shutdown in progress
+        1077,  # normal shutdown
+        1078,  # got signal
+        1079,  # shutdown complete
+        1152,  # aborted connection
+        1158,  # error reading communication packets
+        1159,  # timeout reading communication packets
+        1160,  # error writing communication packets
+        1161,  # timeout writing communication packets
+        1205,  # lock wait timeout
+        1213,  # deadlock
+        1317,  # query execution was interrupted
+        1927,  # connection was killed
+        1969,  # query execution was interrupted (max_statement_time)
+        3024,  # maximum statement execution time exceeded
+    }
+)
+
+
+#: client-side error codes (CR_*) start here; below are the server's (ER_*)
+CLIENT_ERRORS = 2000
+
+
+def driver_args(orig: object) -> tuple[object, ...] | None:
+    """The arguments of a PyMySQL (or mysqlclient) error; None for another driver's."""
+    if not type(orig).__module__.startswith(("pymysql", "MySQLdb")):
+        return None
+    return tuple(getattr(orig, "args", ()))
+
+
 class MySQLFleet(FleetStatements):
     """Membership in one transaction, ``ON DUPLICATE KEY UPDATE``; the slot check
     through SQLAlchemy."""
@@ -776,6 +810,29 @@ class MySQLStatements(Statements):
         if engine.dialect.driver == "pymysql":
             enable_scripts(engine)  # one request per lease transaction
         return engine
+
+    def answered(self, orig: object) -> bool | None:
+        args = driver_args(orig)
+        if not args or not isinstance(args[0], int):
+            return None
+        number = args[0]
+        client = 2000 <= number < 3000  # the driver's own: no connection, lost, gone away
+        return number >= 1000 and not client and number not in NO_ANSWER
+
+    def refused_connect(self, exc: BaseException) -> bool | None:
+        """A server error number (1000-1999: 1040 too many connections, 1045 access
+        denied, 1203 a user's limit); the driver's own 2000s are the client's."""
+        args = driver_args(exc)
+        if args is None:
+            return None
+        return bool(args) and isinstance(args[0], int) and 1000 <= args[0] < 2000
+
+    def connect_failure(self, where: str, orig: object) -> str | None:
+        args = driver_args(orig)
+        code = args[0] if args and isinstance(args[0], int) else None
+        if args is None or code is None or code >= CLIENT_ERRORS:
+            return None
+        return f"cannot connect: {where}: {args[1] if len(args) > 1 else str(orig).strip()}"
 
     def renewal_session(self, dialect: Dialect) -> list[str]:
         seconds = HEARTBEAT_TIMEOUT

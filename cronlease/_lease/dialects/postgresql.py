@@ -1,4 +1,6 @@
-"""PostgreSQL statements, run in autocommit: each method is one round trip.
+"""PostgreSQL: every statement, engine setting and upgrade of this backend, in one module.
+
+Its statements run in autocommit: each method is one round trip.
 
 Acquisition, the abandoned-run sweep and the new runs' history rows are one
 statement (data-modifying CTEs), so a crash between them cannot leave a run
@@ -9,8 +11,8 @@ The statements of the tick path run on the driver's cursor
 
 Both tick statements read their rows from ``unnest()`` of parallel array
 parameters (scalars for a batch of one: see :func:`batch_rows`), so each is
-one text, prepared once where psycopg prepares (not by default:
-below), and lease rows are locked in name order
+one text, prepared once where psycopg prepares (not by default: below),
+and lease rows are locked in name order
 (``ORDER BY name`` under the upsert / ``FOR UPDATE``), so concurrent batches of
 overlapping tasks cannot deadlock (docs/design.md §3).
 
@@ -411,6 +413,11 @@ class PostgreSQLFleet(FleetStatements):
         return members_of([row[:7] for row in rows if float(row[5]) >= db_now], db_now)
 
 
+# PostgreSQL SQLSTATE classes of a server that did not do the work: connection
+# exception, transaction rollback (serialization, deadlock), insufficient
+# resources, operator intervention (shutdown, cancel, timeouts), system error
+NO_ANSWER_CLASSES = frozenset({"08", "40", "53", "57", "58"})
+NO_ANSWER = frozenset({"55P03", "55006"})  # lock not available, object in use
 # The transaction's start and its bound on idle time in one request (simple query
 # protocol: no parameters), on a connection in autocommit. The bound is SET LOCAL,
 # so it is never left on the server connection for the next client of a PgBouncer
@@ -542,6 +549,27 @@ class PostgreSQLStatements(Statements):
     def adopt(self, engine: Engine) -> Engine | None:
         # autocommit is an execution option: the application's pool can be shared
         return unprepared_while_ours(engine.execution_options(isolation_level="AUTOCOMMIT"))
+
+    def answered(self, orig: object) -> bool | None:
+        sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)  # psycopg 3, 2
+        if not (isinstance(sqlstate, str) and len(sqlstate) == 5):
+            return None
+        return sqlstate[:2] not in NO_ANSWER_CLASSES and sqlstate not in NO_ANSWER
+
+    def refused_connect(self, exc: BaseException) -> bool | None:
+        """libpq (psycopg) writes the server's message after its severity, ``FATAL:``; a
+        server whose messages are translated is not recognised, and is asked again at
+        once as before."""
+        return True if "FATAL:" in str(exc) else None
+
+    def connect_failure(self, where: str, orig: object) -> str | None:
+        if not type(orig).__module__.startswith("psycopg"):
+            return None
+        # libpq reports the server's refusal as "... failed: FATAL:  <reason>"
+        _, fatal, reason = str(orig).strip().partition("FATAL:")
+        if not (fatal and reason.strip()):
+            return None
+        return f"cannot connect: {where}: {reason.strip().splitlines()[0]}"
 
     def configure_side_pool(self, engine: Engine, pool: Any) -> None:
         unprepared_pool(engine, pool)  # an adopted engine's creator: ours alone

@@ -1,13 +1,19 @@
-"""SQLite statements (SQLite >= 3.35 for RETURNING).
+"""SQLite (>= 3.35 for RETURNING): every statement, engine setting and upgrade of this
+backend, in one module.
 
 SQLite has no data-modifying CTEs, so acquisition is three statements in one
-``BEGIN IMMEDIATE`` transaction (see :mod:`cronlease._lease.database`): all local,
-and atomic all the same. The RETURNING result is read fully before commit.
+``BEGIN IMMEDIATE`` transaction (:func:`sqlite_engine`): all local, and atomic
+all the same. The RETURNING result is read fully before commit.
 
 Acquisitions of many pass one JSON array parameter read with ``json_each()``
 (one statement text whatever the count), rows upserted in name order, the
 whole batch in one transaction; a batch of one passes its values as scalar
 parameters to the same statement (:func:`acquire_statement`).
+
+Engines: WAL, a busy timeout and ``BEGIN IMMEDIATE`` for every transaction (a
+deferred one that later wants to write can fail at once with "database is
+locked"); in-memory databases are refused; the file is guarded against being
+deleted or replaced under the replica (cronlease/_lease/sqlite_file.py).
 """
 
 from __future__ import annotations
@@ -213,6 +219,9 @@ def enable_wal(cursor: Any) -> None:
             time.sleep(0.02)
 
 
+# SQLite primary result codes of a file that cannot be used now (busy, locked,
+# out of memory, read-only, I/O, corrupt, full, cannot open, lock protocol, not a database)
+NO_ANSWER = frozenset({5, 6, 7, 8, 10, 11, 13, 14, 15, 26})
 #: the table ``cronlease_runs`` is rebuilt into by the upgrade for attempts
 REBUILT = "cronlease_runs_upgrade"
 
@@ -384,6 +393,18 @@ class SQLiteStatements(Statements):
 
     def file_guard(self, engine: Engine) -> Any:
         return sqlite_file.guard_of(engine)
+
+    def answered(self, orig: object) -> bool | None:
+        code = getattr(orig, "sqlite_errorcode", None)
+        if not isinstance(code, int):
+            return None
+        return code & 0xFF not in NO_ANSWER
+
+    def connect_failure(self, where: str, orig: object) -> str | None:
+        name = getattr(orig, "sqlite_errorname", None)
+        if name == "SQLITE_NOTADB":
+            return f"not a database: {where}: {orig}"
+        return None if name is None else f"cannot connect: {where}: {orig}"
 
     def renewal_session(self, dialect: Dialect) -> list[str]:
         # a lock wait is what would hang a renewal: the busy timeout bounds it
