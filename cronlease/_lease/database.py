@@ -1,35 +1,25 @@
-"""Engines for the lease store: URL defaults, drivers and per-backend connection settings.
+"""The engine factory: URL defaults, the pool, and the backend's engine (dialects/).
 
-- A bare ``postgresql://`` URL means psycopg 3; ``mysql://`` and ``mariadb://`` mean PyMySQL.
-- PostgreSQL runs lease statements in autocommit (each is one atomic statement),
-  so no transaction is held open and losers never see serialization failures.
-  Nothing is left on a server connection between transactions, so PgBouncer
-  works in transaction pooling as in session pooling (docs/design.md §3.10):
-  psycopg never prepares statements (``prepare_threshold=None``) unless the
-  URL or ``connect_args`` ask it to, and no setting is made on connect (the
-  renewal's time bound and the idle-in-transaction bound are ``SET LOCAL``,
-  in the transaction they bound).
-- MySQL/MariaDB (PyMySQL) sessions are READ COMMITTED and accept
-  multi-statement queries, so each lease transaction is one request
-  (cronlease/_lease/dialects/mysql_script.py). On MariaDB a session idle in a
-  transaction for :data:`IDLE_IN_TRANSACTION_TIMEOUT` is ended by the server.
-- SQLite uses WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for every transaction:
-  a deferred transaction that later wants to write can fail at once with
-  "database is locked" instead of waiting.
+- A bare ``postgresql://`` URL means psycopg 3; ``mysql://`` and ``mariadb://`` mean
+  PyMySQL (``dialects.DRIVERS``).
+- Every engine gets cronlease's pool (:class:`~cronlease._lease.pool.StorePool`)
+  with the settings of docs/design.md §8; the driver's connect arguments,
+  session settings and hooks are the backend module's (``Statements.make_engine``:
+  PostgreSQL in autocommit and never preparing, MySQL/MariaDB READ COMMITTED
+  sessions running multi-statement scripts, SQLite in WAL with ``BEGIN
+  IMMEDIATE``).
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
-import time
 from typing import Any
 
-from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
-from cronlease._lease import prepared, sqlite_file
+from cronlease._lease.dialects import DRIVERS, backend_for_url, statements_for
+from cronlease._lease.dialects.base import HEARTBEAT_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT
 from cronlease._lease.pool import ConnectState, StorePool
 from cronlease._lease.settings import (
     DEFAULT_POOL,
@@ -54,30 +44,8 @@ __all__ = [
 ]
 
 DEFAULT_URL = "sqlite:///cronlease.db"
-CONNECT_TIMEOUT = 5
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-# The longest a lease renewal (one statement for every lease of the replica) may
-# take, lock waits included: a hung one fails, is logged, and is retried soon on
-# a fresh connection. Leases are at least 1 s long and renewed every ttl/3, so a
-# renewal this slow costs only the leases that would have expired anyway.
-HEARTBEAT_TIMEOUT = 5.0
-# The longest a transaction cronlease opened may sit idle between its statements
-# before the server ends the session (PostgreSQL: the transactions of several
-# statements, SET LOCAL; MariaDB: every session, idle_transaction_timeout; MySQL
-# has no such setting). cronlease sends a transaction's statements one after the
-# other, so only a stalled process (SIGSTOP, swapping, a debugger) sits that long,
-# and the row locks of its transaction would otherwise hold every other replica's
-# statements on those rows until its connection ends, however long it is stopped.
-IDLE_IN_TRANSACTION_TIMEOUT = 5
 
 logger = logging.getLogger("cronlease")
-
-_DRIVERS = {
-    "postgresql": "postgresql+psycopg",
-    "postgres": "postgresql+psycopg",
-    "mysql": "mysql+pymysql",
-    "mariadb": "mariadb+pymysql",
-}
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -86,7 +54,7 @@ def normalize_url(url: str | URL) -> URL:
         parsed = make_url(url)
     except ArgumentError as exc:
         raise ConfigError(f"database URL {redact(str(url))!r} is not a valid URL") from exc
-    driver = _DRIVERS.get(parsed.drivername)
+    driver = DRIVERS.get(parsed.drivername)
     if driver is not None:
         parsed = parsed.set(drivername=driver)
     return parsed
@@ -121,7 +89,6 @@ def create_store_engine(
     """
     parsed, from_url = pool_from_url(normalize_url(url or DEFAULT_URL))
     settings = resolve_pool(from_url, pool, base=base)
-    backend = parsed.get_backend_name()
     options: dict[str, Any] = {
         "poolclass": StorePool,
         "pool_size": settings.pool_size,
@@ -131,55 +98,9 @@ def create_store_engine(
     }
     given = dict(connect_args or {})
     try:
-        if backend == "sqlite":
-            return _sqlite_engine(parsed, given, read_only=read_only, **options)
-        if backend == "postgresql":
-            parsed, prepare = prepared.threshold_for(parsed, given)
-            connect_args = {
-                "connect_timeout": CONNECT_TIMEOUT,
-                # A server that vanishes without closing the socket must fail a
-                # statement in seconds, not hang a worker or the heartbeat thread.
-                "keepalives": 1,
-                "keepalives_idle": 5,
-                "keepalives_interval": 2,
-                "keepalives_count": 3,
-                "tcp_user_timeout": 10_000,
-                **given,
-                prepared.PREPARE_THRESHOLD: prepare,
-            }
-            return create_engine(
-                parsed,
-                isolation_level="AUTOCOMMIT",
-                connect_args=connect_args,
-                **options,
-            )
-        if backend in ("mysql", "mariadb"):
-            connect_args = {
-                "connect_timeout": CONNECT_TIMEOUT,
-                # lease times are epoch seconds from the server clock in UTC
-                # A lock wait far past any tick's grace helps nobody.
-                # /*M! ... */ is run by MariaDB only (MySQL has no such variable).
-                "init_command": "SET time_zone = '+00:00', innodb_lock_wait_timeout = 10"
-                f" /*M!100300 , idle_transaction_timeout = {IDLE_IN_TRANSACTION_TIMEOUT} */",
-                **given,
-            }
-            engine = create_engine(
-                parsed,
-                isolation_level="READ COMMITTED",
-                pool_recycle=3600,
-                # Every lease method ends its own transaction (and SQLAlchemy rolls
-                # back one left open when the connection closes), so the pool's
-                # ROLLBACK on return would be one more round trip per statement.
-                pool_reset_on_return=None,
-                connect_args=connect_args,
-                **options,
-            )
-            if engine.dialect.driver == "pymysql":
-                # One request per lease transaction (multi-statement queries).
-                from cronlease._lease.dialects.mysql_script import enable_scripts
-
-                enable_scripts(engine)
-            return engine
+        return backend_for_url(parsed).make_engine(
+            parsed, given, read_only=read_only, options=options
+        )
     except ModuleNotFoundError as exc:
         raise ConfigError(
             f"the driver for {redact(parsed)!r} is not installed ({exc.name}); "
@@ -187,9 +108,6 @@ def create_store_engine(
         ) from exc
     except ArgumentError as exc:
         raise ConfigError(f"database URL {redact(parsed)!r}: {exc}") from exc
-    raise ConfigError(
-        f"cronlease does not support {backend!r} databases: use SQLite, PostgreSQL or MySQL/MariaDB"
-    )
 
 
 def connect_state(engine: Engine) -> ConnectState | None:
@@ -197,60 +115,6 @@ def connect_state(engine: Engine) -> ConnectState | None:
     not a pool cronlease made)."""
     pool = engine.pool
     return pool.gate.state() if isinstance(pool, StorePool) else None
-
-
-def _sqlite_engine(
-    url: URL, connect_args: dict[str, Any], *, read_only: bool = False, **options: Any
-) -> Engine:
-    if url.database in (None, "", ":memory:") or "mode=memory" in str(url):
-        # Each pooled connection would see its own empty database.
-        raise ConfigError(
-            "an in-memory SQLite database cannot hold leases: use a file, e.g. sqlite:///cronlease.db"
-        )
-    # One connection stays open whatever its idleness: it pins the file (§5.17).
-    engine = create_engine(
-        url, connect_args={"check_same_thread": False, **connect_args}, keep=1, **options
-    )
-
-    @event.listens_for(engine, "connect")
-    def _configure(dbapi_connection: Any, _record: Any) -> None:
-        # Let SQLAlchemy's "begin" event issue BEGIN instead of pysqlite's own logic.
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        try:
-            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-            if not read_only:
-                _enable_wal(cursor)
-            cursor.execute("PRAGMA synchronous = NORMAL")
-        finally:
-            cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
-
-    sqlite_file.watch(engine, url)  # a file deleted or replaced under it (design §5.17)
-    return engine
-
-
-def _enable_wal(cursor: Any) -> None:
-    """Switch a SQLite file to WAL, waiting out other connections that hold it.
-
-    Changing the journal mode can fail with "database is locked" at once,
-    without the busy handler, while another process opens the same new file:
-    ten replicas starting together on an empty database hit it.
-    """
-    if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
-        return
-    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            cursor.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
 
 
 def scheduler_engine(
@@ -275,11 +139,9 @@ def scheduler_engine(
 
 
 def adopt_engine(engine: Engine) -> Engine:
-    """An engine for lease statements with the settings of the user's ``engine``."""
-    if engine.dialect.name == "postgresql":
-        return prepared.unprepared_while_ours(
-            engine.execution_options(isolation_level="AUTOCOMMIT")
-        )
-    # SQLite needs BEGIN IMMEDIATE and MySQL a UTC session: both are set when
-    # connecting, so build a pool of our own from the same URL.
-    return create_store_engine(engine.url)
+    """An engine for lease statements with the settings of the user's ``engine``: its
+    pool where the backend can share it (PostgreSQL), else a pool of cronlease's own
+    from the same URL (SQLite needs BEGIN IMMEDIATE and MySQL a UTC session: both
+    are set when connecting)."""
+    adopted = statements_for(engine).adopt(engine)
+    return adopted if adopted is not None else create_store_engine(engine.url)

@@ -21,12 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, delete, exists, select
+from sqlalchemy import and_, bindparam, delete, exists, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
-from cronlease._lease.dialects.attempts import write_transaction
-from cronlease._lease.pruning import begin_batch, bounded
+from cronlease._lease.dialects.base import Statements
 from cronlease._lease.schema import leases, runs
 from cronlease._lease.watermark import Watermarks
 
@@ -39,10 +38,11 @@ FORGET_BATCH = 5000
 
 
 class Forgetting:
-    """The statements of ``forget`` on one backend; ``now`` is its database clock."""
+    """The statements of ``forget`` on one backend."""
 
-    def __init__(self, dialect: str, now: ColumnElement[float]) -> None:
-        self.dialect = dialect
+    def __init__(self, backend: Statements) -> None:
+        self.backend = backend
+        now = backend.now
         names: BindParameter[Any] = bindparam("b_names", expanding=True)
         chosen: BindParameter[Any] = bindparam("b_free", expanding=True)
         running = exists().where(runs.c.name == leases.c.name, runs.c.outcome == "running")
@@ -54,7 +54,7 @@ class Forgetting:
         self._rows = delete(leases).where(leases.c.name.in_(chosen))
         self._left = select(leases.c.name).where(leases.c.name.in_(names))
         rowless = ~exists().where(leases.c.name == runs.c.name)
-        self._history = bounded(dialect, and_(runs.c.name.in_(names), rowless))
+        self._history = backend.bounded_delete(and_(runs.c.name.in_(names), rowless))
 
     def forget(self, call: Call, names: Sequence[str], seen: Watermarks) -> list[str]:
         """Delete the free rows of ``names``, then the history of those of ``names`` left
@@ -74,7 +74,7 @@ class Forgetting:
         return gone
 
     def _delete_rows(self, conn: Connection, names: list[str]) -> list[str]:
-        with write_transaction(conn):  # READ COMMITTED on MySQL: no gap locks
+        with self.backend.write_transaction(conn):  # READ COMMITTED on MySQL: no gap locks
             free = list(conn.execute(self._free, {"b_names": names}).scalars())
             if free:
                 conn.execute(self._rows, {"b_free": free})
@@ -83,5 +83,5 @@ class Forgetting:
 
     def _batch(self, conn: Connection, params: dict[str, object]) -> int:
         with conn.begin():
-            begin_batch(conn, self.dialect)
+            self.backend.begin_batch(conn)
             return int(conn.execute(self._history, params).rowcount)

@@ -8,7 +8,8 @@ row's slot cursor alone does (§3.2):
   upserts the rows of a batch (renewed and expiry times on the database clock;
   ``started_at`` kept from the first insert), deletes rows that have expired
   (skipping rows another renewer holds) and reads every live row back, in one
-  statement on PostgreSQL (data-modifying CTEs) and one transaction elsewhere.
+  statement on PostgreSQL (data-modifying CTEs) and one transaction elsewhere
+  (each backend's module subclasses :class:`FleetStatements`).
   :meth:`FleetStatements.leave` deletes rows (a clean shutdown).
 - :meth:`FleetStatements.slot_cursors`: one ``SELECT name, slot`` of the lease
   rows of a batch's tasks — no row lock, no write — so a replica that would
@@ -19,15 +20,13 @@ row's slot cursor alone does (§3.2):
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import ColumnElement, Double, String, bindparam, delete, select, text
-from sqlalchemy.dialects import mysql, sqlite
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy import ColumnElement, Double, String, bindparam, delete, select
+from sqlalchemy.engine import Connection
 
 from cronlease._lease.dialects.driver import DriverStatement
 from cronlease._lease.schema import (
@@ -41,13 +40,25 @@ from cronlease._lease.sqlite_file import FileGuard
 from cronlease._roles import MAX_ROLES_LENGTH, decode
 from cronlease.errors import ConfigError
 
-__all__ = ["FleetStatements", "FleetStore", "Member", "MemberBeat", "Members"]
+__all__ = [
+    "KEPT",
+    "MEMBER_COLUMNS",
+    "FleetStatements",
+    "FleetStore",
+    "Member",
+    "MemberBeat",
+    "Members",
+    "members_of",
+]
 
 T = TypeVar("T")
 #: names per slot-check statement: far below every backend's bound-parameter limit
 CHUNK = 500
 
-_COLUMNS = "holder, namespace, task_set, started_at, renewed_at, expires_at, roles"
+#: the member columns as the renewal reads them back
+MEMBER_COLUMNS = "holder, namespace, task_set, started_at, renewed_at, expires_at, roles"
+#: the columns a renewal updates (``started_at`` is kept from the first insert)
+KEPT = ("namespace", "task_set", "renewed_at", "expires_at", "roles")
 
 
 @dataclass(frozen=True)
@@ -98,7 +109,7 @@ class Members:
     db_now: float
 
 
-def _members(rows: Sequence[Any], db_now: float | None) -> Members:
+def members_of(rows: Sequence[Any], db_now: float | None) -> Members:
     found = tuple(
         sorted(
             (
@@ -120,12 +131,20 @@ def _members(rows: Sequence[Any], db_now: float | None) -> Members:
 
 
 class FleetStatements:
-    """Membership and slot-check statements for one backend; ``now`` is its clock."""
+    """Membership and slot-check statements for one backend; ``now`` is its clock.
 
-    def __init__(self, dialect: Dialect, now: ColumnElement[float]) -> None:
-        self._dialect = dialect.name
+    This is the form of one transaction per renewal (upsert, expired rows,
+    live rows); each backend's module subclasses it with its own upsert
+    (:meth:`member_upsert`) and, where it has one, a slot check on the driver's
+    cursor (:meth:`cursor_statement`) or a renewal of one statement (PostgreSQL).
+    """
+
+    #: whether expired rows are read ``FOR UPDATE SKIP LOCKED``: rows another renewer
+    #: is deleting are its own (SQLite: the write lock serializes renewers anyway)
+    skip_locked = True
+
+    def __init__(self, now: ColumnElement[float]) -> None:
         self._now = now
-        holder = bindparam("b_holder", type_=String)
         self._live = (
             select(*members.c, now.label("db_now"))
             .where(members.c.expires_at >= now)
@@ -144,7 +163,7 @@ class FleetStatements:
             members.c.holder.in_(bindparam("b_expired", expanding=True)),
         )
         values = {
-            "holder": holder,
+            "holder": bindparam("b_holder", type_=String),
             "namespace": bindparam("b_namespace", type_=String),
             "task_set": bindparam("b_task_set", type_=String),
             "started_at": now,
@@ -152,61 +171,31 @@ class FleetStatements:
             "expires_at": now + bindparam("b_ttl", type_=Double),
             "roles": bindparam("b_roles", type_=String),
         }
-        kept = ("namespace", "task_set", "renewed_at", "expires_at", "roles")
-        self._upsert: Any = None
-        if self._dialect == "sqlite":
-            lite = sqlite.insert(members).values(**values)
-            self._upsert = lite.on_conflict_do_update(
-                index_elements=[members.c.holder],
-                set_={column: lite.excluded[column] for column in kept},
-            )
-        elif self._dialect in ("mysql", "mariadb"):
-            my = mysql.insert(members).values(**values)
-            self._upsert = my.on_duplicate_key_update(
-                {column: my.inserted[column] for column in kept}
-            )
+        self._upsert = self.member_upsert(values, KEPT)
         self._cursors = select(leases.c.name, leases.c.slot).where(
             leases.c.name.in_(bindparam("b_names", expanding=True))
         )
-        self._pg_renew: Any = None
         # The slot check on the driver's cursor, outside SQLAlchemy's transaction: one
         # statement text for any count, and on SQLite no BEGIN IMMEDIATE (every
         # transaction of the store's engine takes the write lock; a plain SELECT in
         # WAL mode reads the last commit without waiting for a writer).
-        self._driver_cursors: DriverStatement | None = None
-        if self._dialect == "postgresql":
-            self._pg_renew = text(_pg_renew(str(now.compile(dialect=dialect))))
-            self._driver_cursors = DriverStatement(
-                text(
-                    f"SELECT name, slot FROM {leases.name}"
-                    " WHERE name = ANY(CAST(:b_names AS text[]))"
-                )
-            )
-        elif self._dialect == "sqlite":
-            self._driver_cursors = DriverStatement(
-                text(
-                    f"SELECT name, slot FROM {leases.name}"
-                    " WHERE name IN (SELECT value FROM json_each(:b_names))"
-                )
-            )
+        self._driver_cursors = self.cursor_statement()
+
+    def member_upsert(self, values: dict[str, Any], kept: Sequence[str]) -> Any:
+        """The member-row upsert of ``values``, updating the columns ``kept``."""
+        raise NotImplementedError
+
+    def cursor_statement(self) -> DriverStatement | None:
+        """The slot check as a driver statement reading ``b_names`` (None: through
+        SQLAlchemy, an expanding ``IN``)."""
+        return None
+
+    def cursor_names(self, names: Sequence[str]) -> Any:
+        """The ``b_names`` parameter of :meth:`cursor_statement`."""
+        return list(names)
 
     def renew(self, conn: Connection, beats: Sequence[MemberBeat]) -> Members:
         """Upsert ``beats`` (distinct holders), delete expired rows, read the live ones."""
-        if self._dialect == "postgresql":
-            ordered = sorted(beats, key=lambda beat: beat.holder)
-            params = {
-                "b_holders": [b.holder for b in ordered],
-                "b_namespaces": [b.namespace for b in ordered],
-                "b_task_sets": [b.task_set for b in ordered],
-                "b_ttls": [float(b.ttl) for b in ordered],
-                "b_roles": [b.roles for b in ordered],
-            }
-            rows = conn.execute(self._pg_renew, params).all()
-            db_now = float(rows[0][7])
-            stale = sorted(row[0] for row in rows if float(row[5]) < db_now)
-            if stale:  # rare: a replica died, or stopped without leaving
-                conn.execute(self._delete_expired, {"b_expired": stale})
-            return _members([row[:7] for row in rows if float(row[5]) >= db_now], db_now)
         holders = [beat.holder for beat in beats]
         with conn.begin():
             conn.execute(
@@ -223,7 +212,7 @@ class FleetStatements:
                 ],
             )
             expired = self._expired
-            if self._dialect != "sqlite":  # rows another renewer is deleting are its own
+            if self.skip_locked:  # rows another renewer is deleting are its own
                 expired = expired.with_for_update(skip_locked=True)
             gone = [row[0] for row in conn.execute(expired, {"b_holders": holders})]
             if gone:
@@ -238,8 +227,8 @@ class FleetStatements:
     def _read(self, conn: Connection) -> Members:
         rows = conn.execute(self._live).all()
         if rows:
-            return _members([row[:7] for row in rows], rows[0][7])
-        return _members([], conn.execute(self._clock).scalar_one())
+            return members_of([row[:7] for row in rows], rows[0][7])
+        return members_of([], conn.execute(self._clock).scalar_one())
 
     def leave(self, conn: Connection, holders: Sequence[str]) -> None:
         """Delete the member rows of ``holders``."""
@@ -249,40 +238,11 @@ class FleetStatements:
     def slot_cursors(self, conn: Connection, names: Sequence[str]) -> dict[str, int]:
         """The slot cursor of each of ``names`` that has a lease row: read only."""
         if self._driver_cursors is not None:
-            param = json.dumps(list(names)) if self._dialect == "sqlite" else list(names)
-            rows, _ = self._driver_cursors.execute(conn, {"b_names": param})
+            rows, _ = self._driver_cursors.execute(conn, {"b_names": self.cursor_names(names)})
         else:
             with conn.begin():
                 rows = conn.execute(self._cursors, {"b_names": list(names)}).all()
         return {str(name): int(slot) for name, slot in rows}
-
-
-def _pg_renew(now: str) -> str:
-    """PostgreSQL: upsert and read in one statement, expired rows included (the caller
-    deletes those it sees, rarely). The final SELECT reads the table as it was before
-    the statement, so this batch's rows come from RETURNING."""
-    return f"""
-WITH batch AS (
-    SELECT * FROM unnest(
-        CAST(:b_holders AS text[]), CAST(:b_namespaces AS text[]),
-        CAST(:b_task_sets AS text[]), CAST(:b_ttls AS float8[]), CAST(:b_roles AS text[])
-    ) AS b(holder, namespace, task_set, ttl, roles)
-), renewed AS (
-    INSERT INTO {members.name} AS m ({_COLUMNS})
-    SELECT b.holder, b.namespace, b.task_set, {now}, {now}, {now} + b.ttl, b.roles
-      FROM batch b ORDER BY b.holder
-    ON CONFLICT (holder) DO UPDATE
-       SET namespace = excluded.namespace, task_set = excluded.task_set,
-           renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
-           roles = excluded.roles
-    RETURNING m.holder, m.namespace, m.task_set, m.started_at, m.renewed_at, m.expires_at,
-              m.roles
-)
-SELECT {_COLUMNS}, {now} FROM renewed
-UNION ALL
-SELECT {_COLUMNS}, {now} FROM {members.name} m
- WHERE m.holder NOT IN (SELECT holder FROM batch)
-"""
 
 
 class _Call(Protocol):

@@ -49,6 +49,8 @@ from sqlalchemy.pool import QueuePool
 from sqlalchemy.pool.base import ConnectionPoolEntry
 from sqlalchemy.util import queue as sqla_queue
 
+from cronlease._lease.dialects import installed_backends
+
 __all__ = [
     "BACKOFF_CAP",
     "BACKOFF_FIRST",
@@ -177,17 +179,13 @@ class ConnectGate:
 
 
 def server_refused(exc: BaseException) -> bool:
-    """Whether a failed connect was the server's answer (it logged it), not silence.
-
-    PyMySQL: a server error number (1000-1999: 1040 too many connections, 1045
-    access denied, 1203 a user's limit); its own 2000s are the client's. libpq
-    (psycopg) writes the server's message after its severity, ``FATAL:``; a
-    server whose messages are translated is not recognised, and is asked again
-    at once as before."""
-    args: tuple[Any, ...] = getattr(exc, "args", ())
-    if type(exc).__module__.startswith(("pymysql", "MySQLdb")):
-        return bool(args) and isinstance(args[0], int) and 1000 <= args[0] < 2000
-    return "FATAL:" in str(exc)
+    """Whether a failed connect was the server's answer (it logged it), not silence:
+    each driver's backend tells (``Statements.refused_connect``)."""
+    for backend in installed_backends():
+        said = backend.refused_connect(exc)
+        if said is not None:
+            return said
+    return False
 
 
 def _fresh(error: BaseException) -> BaseException:

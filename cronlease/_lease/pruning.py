@@ -13,56 +13,48 @@ budget (cronlease/_run/housekeeping.py, docs/design.md §5.12). Rows still
   by ``started_at``, then slot; running ones count among the newest): one
   index lookup finds the ``keep``-th newest, then rows strictly older go.
 
-A batch is chosen per backend (neither PostgreSQL nor SQLite has ``DELETE ...
-LIMIT``): PostgreSQL deletes ``ctid = ANY(ARRAY(<LIMIT-ed subquery>))``, a TID
-scan (the key ``IN (subquery)`` form hash-joined the table and was 5 times
-slower); SQLite the rows whose ``rowid`` a ``LIMIT``-ed subquery selects;
-MySQL/MariaDB ``DELETE ... LIMIT``, since MariaDB refuses ``LIMIT`` in an ``IN``
-subquery (and MySQL a subquery on the table being deleted from), under READ
-COMMITTED so the range scan gap-locks nothing.
+A batch is chosen by the backend (``Statements.bounded_delete``; neither
+PostgreSQL nor SQLite has ``DELETE ... LIMIT``): PostgreSQL deletes ``ctid =
+ANY(ARRAY(<LIMIT-ed subquery>))``, a TID scan (the key ``IN (subquery)`` form
+hash-joined the table and was 5 times slower); SQLite the rows whose ``rowid``
+a ``LIMIT``-ed subquery selects; MySQL/MariaDB ``DELETE ... LIMIT``, since
+MariaDB refuses ``LIMIT`` in an ``IN`` subquery (and MySQL a subquery on the
+table being deleted from), under READ COMMITTED so the range scan gap-locks
+nothing (``Statements.begin_batch``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    ColumnElement,
-    Delete,
     Double,
     Integer,
     String,
     and_,
-    any_,
     bindparam,
-    delete,
-    func,
-    literal_column,
     or_,
     select,
 )
-from sqlalchemy.dialects.mysql import limit as mysql_limit
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.elements import ColumnClause
 
+from cronlease._lease.dialects.base import Statements
 from cronlease._lease.schema import runs
 
-__all__ = ["Pruning", "begin_batch", "bounded"]
+__all__ = ["Pruning"]
 
-_MYSQL = ("mysql", "mariadb")
-_limit = bindparam("b_limit", type_=Integer)
 _name = bindparam("b_name", type_=String)
 _cut_started = bindparam("b_cut_started", type_=Double)
 _cut_slot = bindparam("b_cut_slot", type_=BigInteger)
 
 
 class Pruning:
-    """The pruning statements of one backend; ``now`` is its database clock expression."""
+    """The pruning statements of one backend."""
 
-    def __init__(self, dialect: str, now: ColumnElement[float]) -> None:
-        self.dialect = dialect
+    def __init__(self, backend: Statements) -> None:
+        self.backend = backend
+        now = backend.now
         finished = runs.c.outcome != "running"
         old = and_(
             runs.c.name.in_(bindparam("b_names", expanding=True)),
@@ -77,8 +69,8 @@ class Pruning:
             ),
             finished,
         )
-        self._old = bounded(dialect, old)
-        self._beyond = bounded(dialect, beyond)
+        self._old = backend.bounded_delete(old)
+        self._beyond = backend.bounded_delete(beyond)
         # the keep-th newest run (offset keep - 1), found on the (name, started_at) index
         self._cutoff = (
             select(runs.c.started_at, runs.c.slot)
@@ -93,14 +85,14 @@ class Pruning:
         if not names:
             return 0
         with conn.begin():
-            begin_batch(conn, self.dialect)
+            self.backend.begin_batch(conn)
             params = {"b_names": list(names), "b_max_age": max_age, "b_limit": limit}
             return int(conn.execute(self._old, params).rowcount)
 
     def beyond(self, conn: Connection, name: str, keep: int, limit: int) -> int:
         """Delete at most ``limit`` finished runs of ``name`` older than its ``keep`` newest."""
         with conn.begin():
-            begin_batch(conn, self.dialect)
+            self.backend.begin_batch(conn)
             cutoff = conn.execute(self._cutoff, {"b_name": name, "b_offset": keep - 1}).first()
             if cutoff is None:
                 return 0  # no more than ``keep`` runs
@@ -111,25 +103,3 @@ class Pruning:
                 "b_limit": limit,
             }
             return int(conn.execute(self._beyond, params).rowcount)
-
-
-def bounded(dialect: str, where: ColumnElement[bool]) -> Delete:
-    """``DELETE FROM runs WHERE where``, at most ``b_limit`` rows, as ``dialect`` can."""
-    if dialect in _MYSQL:
-        return delete(runs).where(where).ext(mysql_limit(_limit))
-    if dialect == "postgresql":
-        # ctid = ANY(ARRAY(...)): a TID scan; "IN (subquery)" would hash-join the table
-        ctid: ColumnClause[Any] = literal_column("ctid")
-        batch = select(ctid).select_from(runs).where(where).limit(_limit)
-        return delete(runs).where(ctid == any_(func.array(batch.scalar_subquery())))
-    # SQLite: rows found by their rowid, not by a second index lookup of their key
-    rowid: ColumnClause[Any] = literal_column("rowid")
-    return delete(runs).where(rowid.in_(select(rowid).where(where).limit(_limit)))
-
-
-def begin_batch(conn: Connection, dialect: str) -> None:
-    """Start a batch's transaction (MySQL/MariaDB: READ COMMITTED, no gap locks)."""
-    if dialect in _MYSQL:
-        from cronlease._lease.dialects.mysql import READ_COMMITTED
-
-        conn.exec_driver_sql(READ_COMMITTED)

@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from cronlease._lease import prepared
-from cronlease._lease.database import HEARTBEAT_TIMEOUT
+from cronlease._lease.dialects import statements_for
+from cronlease._lease.dialects.base import HEARTBEAT_TIMEOUT
 from cronlease._lease.pool import StorePool
 from cronlease._lease.settings import DEFAULT_POOL, READER_POOL, PoolSettings
 
@@ -51,10 +51,22 @@ def heartbeat_engine(engine: Engine) -> Engine:
         pre_ping=True,
     )
     own = _sibling(engine, pool)
+    # Bound server-side by session settings, except on PostgreSQL: a setting made on
+    # connect stays on the server connection, which PgBouncer in transaction pooling
+    # hands to other clients, while our next statement may run on another one. The
+    # renewal statement carries its own bound there (dialects/postgresql.py).
+    bounds = statements_for(engine).renewal_session(engine.dialect)
 
     @event.listens_for(pool, "connect")
     def _bound(dbapi_connection: Any, _record: Any) -> None:
-        _bound_statements(engine.dialect, dbapi_connection)
+        if not bounds:
+            return
+        cursor = dbapi_connection.cursor()
+        try:
+            for statement in bounds:
+                cursor.execute(statement)
+        finally:
+            cursor.close()
 
     return own
 
@@ -71,12 +83,7 @@ def reader_engine(engine: Engine) -> Engine:
 
 def _sibling(engine: Engine, pool: StorePool) -> Engine:
     own = Engine(pool, engine.dialect, engine.url, execution_options=engine.get_execution_options())
-    if engine.dialect.name == "sqlite":
-        # BEGIN IMMEDIATE, as on the store's engine (an engine event, not a pool one).
-        @event.listens_for(own, "begin")
-        def _begin(connection: Any) -> None:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-
+    statements_for(engine).configure_sibling(own)  # SQLite: BEGIN IMMEDIATE
     return own
 
 
@@ -102,38 +109,8 @@ def side_pool(
         _dispatch=source.dispatch,
         dialect=source._dialect,
     )
-    prepared.unprepared_pool(engine, pool)  # an adopted engine's creator: ours alone
+    statements_for(engine).configure_side_pool(engine, pool)  # PostgreSQL: never prepare
     return pool
-
-
-def _bound_statements(dialect: Any, dbapi_connection: Any) -> None:
-    """Bound every statement of a heartbeat connection by HEARTBEAT_TIMEOUT, server-side.
-
-    Not on PostgreSQL: a session setting made on connect stays on the server
-    connection, which PgBouncer in transaction pooling hands to other clients,
-    while our next statement may run on another one. The renewal statement
-    carries its own bound instead (``SET LOCAL`` in the same request:
-    dialects/postgresql.py).
-    """
-    seconds = HEARTBEAT_TIMEOUT
-    if dialect.name == "postgresql":
-        return
-    if dialect.name == "sqlite":
-        statements = [f"PRAGMA busy_timeout = {int(seconds * 1000)}"]
-    elif getattr(dialect, "is_mariadb", False):
-        statements = [
-            f"SET SESSION innodb_lock_wait_timeout = {max(1, int(seconds))}",
-            f"SET SESSION max_statement_time = {seconds}",
-        ]
-    else:
-        # MySQL bounds only SELECTs by time (max_execution_time); a lock wait is what hangs.
-        statements = [f"SET SESSION innodb_lock_wait_timeout = {max(1, int(seconds))}"]
-    cursor = dbapi_connection.cursor()
-    try:
-        for statement in statements:
-            cursor.execute(statement)
-    finally:
-        cursor.close()
 
 
 class RenewalEngine:

@@ -38,14 +38,14 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from cronlease._lease import attempts, migration, side_engines, sqlite_file
+from cronlease._lease import attempts, migration, side_engines
 from cronlease._lease.database import create_store_engine, redact
 from cronlease._lease.dialects import Statements, statements_for
 from cronlease._lease.dialects.attempts import AttemptStatements
 from cronlease._lease.dialects.base import check_batch
 from cronlease._lease.forgetting import Forgetting
 from cronlease._lease.lost_writes import LostWrites
-from cronlease._lease.membership import FleetStatements, FleetStore
+from cronlease._lease.membership import FleetStore
 from cronlease._lease.model import (
     AcquireRequest,
     AttemptCandidate,
@@ -81,16 +81,16 @@ class LeaseStore:
         # hidden from every log line and page from now on (cronlease/_safe_text.py)
         remember_password(engine.url.password)
         self.statements: Statements = statements_for(engine)
-        self._file = sqlite_file.guard_of(engine)  # None unless a SQLite file
-        now = self.statements.now
-        self._pruning = Pruning(engine.dialect.name, now)
-        self._forgetting = Forgetting(engine.dialect.name, now)
+        self._file = self.statements.file_guard(engine)  # None unless a SQLite file
+        self._pruning = Pruning(self.statements)
+        self._forgetting = Forgetting(self.statements)
         self.lost_writes = LostWrites(lambda: self.statements, lambda w, op: self._call(w, op))
-        self._attempts = attempts.Attempts(AttemptStatements(now), self._call, self.lost_writes)
+        self._attempts = attempts.Attempts(
+            AttemptStatements(self.statements), self._call, self.lost_writes
+        )
         self._beat = side_engines.RenewalEngine(engine)
         #: fleet membership and the read-only slot check (docs/design.md §4.4)
-        fleet = FleetStatements(engine.dialect, now)
-        self.fleet = FleetStore(fleet, self._call, self._file)
+        self.fleet = FleetStore(self.statements.fleet_statements(), self._call, self._file)
         # set after an outage: what this store saw is read back before the next operation
         self._recheck = False
         self._checking = threading.Lock()

@@ -10,12 +10,12 @@ before anything connects.
 from __future__ import annotations
 
 import enum
-from pathlib import Path
 
 from sqlalchemy import inspect
 from sqlalchemy.engine import URL, Engine
 
-from cronlease._lease.migration import upgrade_needed
+from cronlease._lease.dialects import statements_for_url
+from cronlease._lease.dialects.base import upgrade_needed
 from cronlease._lease.schema import leases, runs
 
 __all__ = ["TableState", "missing_sqlite_file", "table_state"]
@@ -35,14 +35,8 @@ class TableState(enum.Enum):
 
 def missing_sqlite_file(url: URL) -> bool:
     """True for a SQLite URL whose file does not exist (opening it would create it)."""
-    database = url.database
-    return (
-        url.get_backend_name() == "sqlite"
-        and bool(database)
-        and database != ":memory:"
-        and not str(database).startswith("file:")  # a URI: the driver's to resolve
-        and not Path(str(database)).exists()
-    )
+    backend = statements_for_url(url)
+    return backend is not None and backend.file_missing(url)
 
 
 def table_state(engine: Engine) -> TableState:

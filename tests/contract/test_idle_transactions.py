@@ -21,7 +21,6 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from cronlease._lease.database import IDLE_IN_TRANSACTION_TIMEOUT, normalize_url
-from cronlease._lease.dialects.attempts import write_transaction
 from cronlease._lease.model import AcquireRequest, Lease
 from cronlease._lease.schema import leases
 from cronlease._lease.store import LeaseStore
@@ -74,7 +73,7 @@ def test_a_transaction_left_idle_is_ended_with_its_row_locks(
         first = store.acquire(AcquireRequest(name=task_name, slot=slot, ttl=60, holder="h"))
         assert isinstance(first, Lease)
         stopped = store.engine.connect()
-        transaction = write_transaction(stopped)
+        transaction = store.statements.write_transaction(stopped)
         transaction.__enter__()
         try:
             stopped.execute(

@@ -25,8 +25,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
 from cronlease._lease.database import create_store_engine, normalize_url
-from cronlease._lease.dialects.mysql import MySQLStatements
-from cronlease._lease.dialects.mysql_script import scripts_enabled
+from cronlease._lease.dialects.mysql import MySQLStatements, scripts_enabled
 from cronlease._lease.model import AcquireRequest, Finish, Lease, Refusal
 from cronlease._lease.store import LeaseStore
 from cronlease.errors import StoreError

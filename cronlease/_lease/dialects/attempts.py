@@ -1,7 +1,8 @@
 """The statements of further attempts (retries, recoveries) and of the stuck watcher.
 
 Rare next to ticks, so generic SQLAlchemy Core, the same on every backend, in
-ordinary transactions (docs/design.md §3.9): an ``UPDATE ... WHERE`` judged by
+ordinary transactions (docs/design.md §3.9; begun by the backend's
+``write_transaction``): an ``UPDATE ... WHERE`` judged by
 its row count and a read-back, because MySQL/MariaDB have no ``UPDATE ...
 RETURNING``. Every transaction locks lease rows before run rows, in name
 order, as acquisition and finish do, so it cannot deadlock with them.
@@ -9,14 +10,12 @@ order, as acquisition and finish do, so it cannot deadlock with them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     BindParameter,
-    ColumnElement,
     Double,
     Integer,
     String,
@@ -32,13 +31,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from cronlease._lease.database import IDLE_IN_TRANSACTION_TIMEOUT
-from cronlease._lease.dialects.base import ABANDONED_ERROR
+from cronlease._lease.dialects.base import ABANDONED_ERROR, Statements
 from cronlease._lease.model import AttemptCandidate, AttemptRequest
 from cronlease._lease.outcomes import RECOVERABLE_OUTCOMES, RETRYABLE_OUTCOMES
 from cronlease._lease.schema import leases, runs
 
-__all__ = ["AttemptStatements", "write_transaction"]
+__all__ = ["AttemptStatements"]
 
 _name = bindparam("b_name", type_=String)
 _slot = bindparam("b_slot", type_=BigInteger)
@@ -48,50 +46,12 @@ _names: BindParameter[Any] = bindparam("b_names", expanding=True)
 _limit = bindparam("b_limit", type_=Integer)
 
 
-# PostgreSQL: the transaction's start and its bound on idle time in one request
-# (simple query protocol: no parameters), on a connection in autocommit. The
-# bound is SET LOCAL, so it is never left on the server connection for the
-# next client of a PgBouncer in transaction pooling.
-_IDLE_BOUND = (
-    f"SET LOCAL idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_TIMEOUT * 1000}"
-)
-_PG_BEGIN = f"BEGIN ISOLATION LEVEL READ COMMITTED; {_IDLE_BOUND}"
-
-
-@contextmanager
-def write_transaction(conn: Connection) -> Iterator[None]:
-    """One READ COMMITTED transaction of several statements on any backend: the
-    store's PostgreSQL connections are autocommit (each lease statement stands
-    alone), and MySQL engines not made by cronlease may be REPEATABLE READ (gap
-    locks on the runs index; docs/design.md §3.6).
-
-    A session left idle in it (a process stopped between two statements) is ended
-    by the server after IDLE_IN_TRANSACTION_TIMEOUT, with its row locks: on
-    PostgreSQL by a setting of this transaction, on MariaDB by the session's
-    (database.py).
-    """
-    if conn.dialect.name == "postgresql":
-        autocommit = bool(getattr(conn.connection.dbapi_connection, "autocommit", False))
-        if not autocommit:  # not a store connection: psycopg begins it, at this level
-            conn.execution_options(isolation_level="READ COMMITTED")  # reset when pooled
-        with conn.begin():
-            # in autocommit psycopg sends no BEGIN, and its COMMIT and ROLLBACK still
-            # end the transaction the server has open
-            conn.exec_driver_sql(_PG_BEGIN if autocommit else _IDLE_BOUND)
-            yield
-        return
-    with conn.begin():
-        if conn.dialect.name in ("mysql", "mariadb"):
-            from cronlease._lease.dialects.mysql import READ_COMMITTED
-
-            conn.exec_driver_sql(READ_COMMITTED)
-        yield
-
-
 class AttemptStatements:
-    """The statements, built once per backend from its database clock ``now``."""
+    """The statements, built once per backend from its database clock."""
 
-    def __init__(self, now: ColumnElement[float]) -> None:
+    def __init__(self, backend: Statements) -> None:
+        self._backend = backend
+        now = backend.now
         # The compare-and-swap: the attempt follows the one of fence b_fence, at the
         # same slot, on a free lease of a task not paused.
         self._take = (
@@ -231,7 +191,7 @@ class AttemptStatements:
         """Per request (aligned), the lease row after its compare-and-swap, read in the
         same transaction (None: no row); it won iff the row's holder is its nonce."""
         rows: dict[str, Any] = {}
-        with write_transaction(conn):
+        with self._backend.write_transaction(conn):
             if len(requests) > 1:
                 # in the database's name order, as acquisition locks them
                 conn.execute(self._lock, {"b_names": [request.name for request in requests]})
@@ -282,7 +242,7 @@ class AttemptStatements:
 
     def abandon_expired(self, conn: Connection, limit: int) -> list[tuple[str, int, int]]:
         marked: list[tuple[str, int, int]] = []
-        with write_transaction(conn):
+        with self._backend.write_transaction(conn):
             for run in conn.execute(self._stuck, {"b_limit": limit}).all():
                 params = {
                     "b_name": run.name,

@@ -1,4 +1,12 @@
-"""What every backend's statements module provides, and the statements they share.
+"""What every backend's module provides, and the statements they share.
+
+One module per backend (``postgresql.py``, ``sqlite.py``, ``mysql.py``) holds
+everything cronlease knows of that database: its statements, its engine and
+session settings, its upgrade of old tables, its batched deletes. Each
+subclasses :class:`Statements`, the one interface the generic modules of
+``cronlease/_lease/`` use, so none of them asks which database it is talking to
+(docs/design.md §3, "Adding a backend"). What is the same on every backend is
+here (and in ``attempts.py``: the rare statements of further attempts).
 
 Each backend module builds its statements once, at import, with SQLAlchemy
 Core, from one expression for the database clock (epoch seconds as a double).
@@ -11,8 +19,9 @@ Driver exceptions propagate; :class:`cronlease._lease.store.LeaseStore` wraps th
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
@@ -25,12 +34,13 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
+    inspect,
     literal,
     or_,
     select,
     update,
 )
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 
 from cronlease._lease.model import (
@@ -41,9 +51,45 @@ from cronlease._lease.model import (
     LeaseState,
     RunRecord,
 )
-from cronlease._lease.schema import leases, runs
+from cronlease._lease.schema import leases, members, runs
 
-__all__ = ["PAUSED_ROW", "Statements", "acquire_rows", "check_batch", "state_after_upsert"]
+if TYPE_CHECKING:
+    from sqlalchemy import Delete
+
+    from cronlease._lease.membership import FleetStatements
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "HEARTBEAT_TIMEOUT",
+    "IDLE_IN_TRANSACTION_TIMEOUT",
+    "LIMIT",
+    "PAUSED_ROW",
+    "Statements",
+    "acquire_rows",
+    "build_set_paused",
+    "check_batch",
+    "members_lack_roles",
+    "state_after_upsert",
+    "take_if_free",
+    "upgrade_needed",
+]
+
+# The longest a lease renewal (one statement for every lease of the replica) may
+# take, lock waits included: a hung one fails, is logged, and is retried soon on
+# a fresh connection. Leases are at least 1 s long and renewed every ttl/3, so a
+# renewal this slow costs only the leases that would have expired anyway.
+HEARTBEAT_TIMEOUT = 5.0
+# The longest a transaction cronlease opened may sit idle between its statements
+# before the server ends the session (PostgreSQL: the transactions of several
+# statements, SET LOCAL; MariaDB: every session, idle_transaction_timeout; MySQL
+# has no such setting). cronlease sends a transaction's statements one after the
+# other, so only a stalled process (SIGSTOP, swapping, a debugger) sits that long,
+# and the row locks of its transaction would otherwise hold every other replica's
+# statements on those rows until its connection ends, however long it is stopped.
+IDLE_IN_TRANSACTION_TIMEOUT = 5
+
+#: how long opening a connection to a database server may take, in seconds
+CONNECT_TIMEOUT = 5
 
 #: what the run-history rows of an abandoned run say
 ABANDONED_ERROR = "its holder stopped renewing the lease"
@@ -52,6 +98,8 @@ name_param = bindparam("b_name", type_=String)
 fence_param = bindparam("b_fence", type_=BigInteger)
 holder_param = bindparam("b_holder", type_=String)
 run_slot_param = bindparam("b_run_slot", type_=BigInteger)
+#: the row bound of one batched delete (:meth:`Statements.bounded_delete`)
+LIMIT = bindparam("b_limit", type_=Integer)
 manual_param = bindparam("b_manual", type_=Boolean)
 
 
@@ -66,6 +114,44 @@ PAUSED_ROW: dict[str, Any] = {
     "expires_at": 0.0,
     "paused": True,
 }
+
+
+def take_if_free(now_sql: str) -> str:
+    """The conflict clause of the acquisition upsert into ``cronlease_leases AS l``, as
+    PostgreSQL and SQLite write it (``ON CONFLICT ... DO UPDATE ... WHERE``; MySQL has
+    none: mysql.py).
+
+    The row is taken only if its lease expired, the task is not paused and,
+    for a scheduled request, the slot is newer than the row's; a manual
+    request (slot -1) keeps the row's slot cursor.
+    """
+    return f"""ON CONFLICT (name) DO UPDATE
+   SET holder = excluded.holder, fence = l.fence + 1,
+       slot = CASE WHEN excluded.slot < 0 THEN l.slot ELSE excluded.slot END,
+       acquired_at = excluded.acquired_at, expires_at = excluded.expires_at,
+       fingerprint = excluded.fingerprint
+ WHERE l.expires_at < {now_sql} AND NOT l.paused
+   AND (excluded.slot < 0 OR l.slot < excluded.slot)"""
+
+
+def build_set_paused(insert: Callable[[Any], Any]) -> Any:
+    """Upsert the paused flag, so that a task that never ran can be paused too
+    (PostgreSQL's and SQLite's ``insert()`` share the ``on_conflict_do_update`` API)."""
+    statement = insert(leases).values(**PAUSED_ROW)
+    return statement.on_conflict_do_update(
+        index_elements=[leases.c.name], set_={"paused": statement.excluded.paused}
+    )
+
+
+def upgrade_needed(conn: Connection) -> bool:
+    """Whether ``cronlease_runs`` is of a version before attempts (no ``attempt`` column)."""
+    columns = {column["name"] for column in inspect(conn).get_columns(runs.name)}
+    return "attempt" not in columns
+
+
+def members_lack_roles(conn: Connection) -> bool:
+    """Whether ``cronlease_members`` is of a version before roles (no ``roles`` column)."""
+    return "roles" not in {c["name"] for c in inspect(conn).get_columns(members.name)}
 
 
 def acquire_rows(
@@ -288,7 +374,103 @@ class Statements(ABC):
         still the row's, in one statement (or transaction) whatever the count, rows
         locked in name order; the names of the leases that were still ours."""
 
+    # --- what else differs between backends ---------------------------------
+    # Asked by the generic modules (the engine factory, pruning, forgetting, attempts,
+    # migration, membership, side engines, table state), so that none of them names a
+    # database.
+
+    @abstractmethod
+    def make_engine(
+        self, url: URL, connect_args: dict[str, Any], *, read_only: bool, options: dict[str, Any]
+    ) -> Engine:
+        """An engine for lease statements on ``url`` over cronlease's pool (``options``:
+        database.py's), with the connect arguments, session settings and driver hooks
+        this backend needs; ``connect_args`` are the user's and win over its defaults.
+        ``read_only``: an engine that only reads (the read commands)."""
+
+    def adopt(self, engine: Engine) -> Engine | None:
+        """The user's ``engine`` for lease statements, on the user's own pool; None when
+        what this backend needs is set when connecting (a pool of cronlease's own from
+        the same URL is made instead)."""
+        return None
+
+    def configure_side_pool(self, engine: Engine, pool: Any) -> None:
+        """Set up ``pool``, cronlease's own, made with ``engine``'s pool creator (the
+        renewal and page connections: side_engines.py): nothing by default."""
+        return None
+
+    def file_guard(self, engine: Engine) -> Any:
+        """The guard of ``engine``'s database file (docs/design.md §5.17), whose
+        ``check()`` raises once the path names another file; None without one."""
+        return None
+
+    def write_transaction(self, conn: Connection) -> AbstractContextManager[None]:
+        """One READ COMMITTED transaction of several statements (docs/design.md §3.9).
+
+        A session left idle in it (a process stopped between two statements) is
+        ended by the server after IDLE_IN_TRANSACTION_TIMEOUT, with its row locks,
+        where the backend can (PostgreSQL, MariaDB). Here: a plain transaction.
+        """
+        return _begun(conn)
+
+    def begin_batch(self, conn: Connection) -> None:
+        """Start the transaction of one bounded delete (pruning, forgetting): nothing
+        by default."""
+        return None
+
+    @abstractmethod
+    def bounded_delete(self, where: ColumnElement[bool]) -> Delete:
+        """``DELETE FROM runs WHERE where``, at most ``b_limit`` rows, as this backend can
+        (docs/design.md §5.12)."""
+
+    @abstractmethod
+    def upgrade_runs(self, conn: Connection) -> None:
+        """Add ``attempt`` to a ``cronlease_runs`` of a version before attempts and swap
+        its unique key, safely when several replicas start at once (§3.9); ``conn``
+        has no transaction open."""
+
+    @abstractmethod
+    def add_member_roles(self, conn: Connection, column: str) -> None:
+        """Add the column ``column`` (DDL) to a ``cronlease_members`` without roles, safely
+        when several replicas start at once: the loser of the race finds it there."""
+
+    @abstractmethod
+    def fleet_statements(self) -> FleetStatements:
+        """The membership and slot-check statements (membership.py), built once."""
+
+    def renewal_session(self, dialect: Dialect) -> list[str]:
+        """Statements run on each new connection of the renewal pool, bounding every
+        renewal by HEARTBEAT_TIMEOUT server-side (side_engines.py); none by default."""
+        return []
+
+    def configure_sibling(self, engine: Engine) -> None:
+        """Set up an engine sharing a store engine's dialect over a pool of its own
+        (side_engines.py) as the store's engine is: nothing by default."""
+        return None
+
+    def file_missing(self, url: Any) -> bool:
+        """Whether ``url`` names a database file that does not exist (opening it would
+        create it): never, for a backend without files."""
+        return False
+
     # --- shared -----------------------------------------------------------
+
+    # --- driver errors: each answers for its own driver's, None for another's ----
+
+    def answered(self, orig: object) -> bool | None:
+        """Whether the database answered with ``orig`` (an error about the statement,
+        not an outage: faults.py, docs/design.md §5.19), by the driver's own code."""
+        return None
+
+    def refused_connect(self, exc: BaseException) -> bool | None:
+        """Whether a failed connect was the server's answer (it logged it), not silence
+        (pool.py's connect gate, docs/design.md §8)."""
+        return None
+
+    def connect_failure(self, where: str, orig: object) -> str | None:
+        """One line for a failure of this driver to open ``where`` that is not the
+        network's (connect_errors.py): the server's refusal, a file that is no database."""
+        return None
 
     def refuses_row(self, exc: DBAPIError) -> bool:
         """Whether the database answered ``exc`` about a row's data or constraints
@@ -368,6 +550,12 @@ class Statements(ABC):
         for row in rows:
             recent.setdefault(row.name, []).append(_run_record(row))
         return recent
+
+
+@contextmanager
+def _begun(conn: Connection) -> Iterator[None]:
+    with conn.begin():
+        yield
 
 
 def _run_record(row: Any) -> RunRecord:

@@ -1,30 +1,76 @@
-"""SQLite statements (SQLite >= 3.35 for RETURNING).
+"""SQLite (>= 3.35 for RETURNING): every statement, engine setting and upgrade of this
+backend, in one module.
 
 SQLite has no data-modifying CTEs, so acquisition is three statements in one
-``BEGIN IMMEDIATE`` transaction (see :mod:`cronlease._lease.database`): all local,
-and atomic all the same. The RETURNING result is read fully before commit.
+``BEGIN IMMEDIATE`` transaction (:func:`sqlite_engine`): all local, and atomic
+all the same. The RETURNING result is read fully before commit.
 
 Acquisitions of many pass one JSON array parameter read with ``json_each()``
 (one statement text whatever the count), rows upserted in name order, the
 whole batch in one transaction; a batch of one passes its values as scalar
 parameters to the same statement (:func:`acquire_statement`).
+
+Engines: WAL, a busy timeout and ``BEGIN IMMEDIATE`` for every transaction (a
+deferred one that later wants to write can fail at once with "database is
+locked"); in-memory databases are refused; the file is guarded against being
+deleted or replaced under the replica (cronlease/_lease/sqlite_file.py).
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Double, TextualSelect, column, literal_column, text
+from sqlalchemy import (
+    ColumnElement,
+    Delete,
+    Double,
+    MetaData,
+    TextualSelect,
+    column,
+    create_engine,
+    delete,
+    event,
+    literal_column,
+    select,
+    text,
+)
 from sqlalchemy.dialects.sqlite import insert
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy.sql.elements import ColumnClause
 
-from cronlease._lease.dialects.base import Statements, acquire_rows, state_after_upsert
-from cronlease._lease.dialects.on_conflict import build_set_paused, take_if_free
+from cronlease._lease import sqlite_file
+from cronlease._lease.dialects.base import (
+    HEARTBEAT_TIMEOUT,
+    LIMIT,
+    Statements,
+    acquire_rows,
+    build_set_paused,
+    members_lack_roles,
+    state_after_upsert,
+    take_if_free,
+    upgrade_needed,
+)
+from cronlease._lease.dialects.driver import DriverStatement
+from cronlease._lease.membership import FleetStatements
 from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseState
-from cronlease._lease.schema import leases
+from cronlease._lease.schema import leases, members, runs
+from cronlease.errors import ConfigError
 
-__all__ = ["STATEMENTS", "SQLiteStatements"]
+__all__ = [
+    "SQLITE_BUSY_TIMEOUT_MS",
+    "STATEMENTS",
+    "SQLiteFleet",
+    "SQLiteStatements",
+    "sqlite_engine",
+]
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 # unixepoch('subsec') would be simpler but is NULL before SQLite 3.42.
 NOW_SQL = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -89,6 +135,95 @@ UPDATE {leases.name} SET expires_at = {NOW_SQL} + {ttl}{source}
 RETURNING {leases.name}.name
 """
     ).columns(column("name"))
+
+
+class SQLiteFleet(FleetStatements):
+    """Membership in one transaction (the write lock serializes renewers: no row locks
+    to skip); the slot check on the driver's cursor, from one JSON parameter."""
+
+    skip_locked = False
+
+    def __init__(self) -> None:
+        super().__init__(NOW)
+
+    def member_upsert(self, values: dict[str, Any], kept: Sequence[str]) -> Any:
+        upsert = insert(members).values(**values)
+        return upsert.on_conflict_do_update(
+            index_elements=[members.c.holder],
+            set_={column: upsert.excluded[column] for column in kept},
+        )
+
+    def cursor_statement(self) -> DriverStatement | None:
+        return DriverStatement(
+            text(
+                f"SELECT name, slot FROM {leases.name}"
+                " WHERE name IN (SELECT value FROM json_each(:b_names))"
+            )
+        )
+
+    def cursor_names(self, names: Sequence[str]) -> Any:
+        return json.dumps(list(names))
+
+
+def sqlite_engine(
+    url: URL, connect_args: dict[str, Any], *, read_only: bool = False, **options: Any
+) -> Engine:
+    if url.database in (None, "", ":memory:") or "mode=memory" in str(url):
+        # Each pooled connection would see its own empty database.
+        raise ConfigError(
+            "an in-memory SQLite database cannot hold leases: use a file, e.g. sqlite:///cronlease.db"
+        )
+    # One connection stays open whatever its idleness: it pins the file (§5.17).
+    engine = create_engine(
+        url, connect_args={"check_same_thread": False, **connect_args}, keep=1, **options
+    )
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event issue BEGIN instead of pysqlite's own logic.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            if not read_only:
+                enable_wal(cursor)
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    sqlite_file.watch(engine, url)  # a file deleted or replaced under it (design §5.17)
+    return engine
+
+
+def enable_wal(cursor: Any) -> None:
+    """Switch a SQLite file to WAL, waiting out other connections that hold it.
+
+    Changing the journal mode can fail with "database is locked" at once,
+    without the busy handler, while another process opens the same new file:
+    ten replicas starting together on an empty database hit it.
+    """
+    if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+# SQLite primary result codes of a file that cannot be used now (busy, locked,
+# out of memory, read-only, I/O, corrupt, full, cannot open, lock protocol, not a database)
+NO_ANSWER = frozenset({5, 6, 7, 8, 10, 11, 13, 14, 15, 26})
+#: the table ``cronlease_runs`` is rebuilt into by the upgrade for attempts
+REBUILT = "cronlease_runs_upgrade"
 
 
 class SQLiteStatements(Statements):
@@ -203,6 +338,92 @@ class SQLiteStatements(Statements):
     def set_paused(self, conn: Connection, name: str) -> None:
         with conn.begin():
             conn.execute(self._set_paused, {"b_name": name})
+
+    # --- the rest ----------------------------------------------------------
+
+    def bounded_delete(self, where: ColumnElement[bool]) -> Delete:
+        # rows found by their rowid, not by a second index lookup of their key
+        rowid: ColumnClause[Any] = literal_column("rowid")
+        return delete(runs).where(rowid.in_(select(rowid).where(where).limit(LIMIT)))
+
+    def upgrade_runs(self, conn: Connection) -> None:
+        """SQLite cannot change a table's constraints: the table is rebuilt — a new one
+        with every row copied, the old one dropped, the new one renamed and every
+        index made again — in one ``BEGIN IMMEDIATE`` transaction, which also keeps
+        the second replica out until it can see the result."""
+        with conn.begin():  # BEGIN IMMEDIATE: one writer until the commit
+            if not upgrade_needed(conn):
+                return
+            # indexes made on the table besides cronlease's own are made again as they were
+            own = {index.name for index in runs.indexes}
+            others = [
+                sql
+                for (index_name, sql) in conn.exec_driver_sql(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
+                    (runs.name,),
+                )
+                if sql is not None and index_name not in own
+            ]
+            rebuilt = runs.to_metadata(MetaData(), name=REBUILT)
+            conn.execute(CreateTable(rebuilt, include_foreign_key_constraints=[]))
+            old_columns = ", ".join(c.name for c in runs.columns if c.name != "attempt")
+            conn.exec_driver_sql(
+                f"INSERT INTO {REBUILT} ({old_columns}, attempt)"
+                f" SELECT {old_columns}, 1 FROM {runs.name}"
+            )
+            conn.exec_driver_sql(f"DROP TABLE {runs.name}")
+            conn.exec_driver_sql(f"ALTER TABLE {REBUILT} RENAME TO {runs.name}")
+            for index in runs.indexes:
+                conn.execute(CreateIndex(index))
+            for sql in others:
+                conn.exec_driver_sql(sql)
+
+    def add_member_roles(self, conn: Connection, column: str) -> None:
+        with conn.begin():  # BEGIN IMMEDIATE: the second replica waits, then finds it
+            if members_lack_roles(conn):
+                conn.exec_driver_sql(f"ALTER TABLE {members.name} ADD COLUMN {column}")
+
+    def fleet_statements(self) -> FleetStatements:
+        return SQLiteFleet()
+
+    def make_engine(
+        self, url: URL, connect_args: dict[str, Any], *, read_only: bool, options: dict[str, Any]
+    ) -> Engine:
+        return sqlite_engine(url, connect_args, read_only=read_only, **options)
+
+    def file_guard(self, engine: Engine) -> Any:
+        return sqlite_file.guard_of(engine)
+
+    def answered(self, orig: object) -> bool | None:
+        code = getattr(orig, "sqlite_errorcode", None)
+        if not isinstance(code, int):
+            return None
+        return code & 0xFF not in NO_ANSWER
+
+    def connect_failure(self, where: str, orig: object) -> str | None:
+        name = getattr(orig, "sqlite_errorname", None)
+        if name == "SQLITE_NOTADB":
+            return f"not a database: {where}: {orig}"
+        return None if name is None else f"cannot connect: {where}: {orig}"
+
+    def renewal_session(self, dialect: Dialect) -> list[str]:
+        # a lock wait is what would hang a renewal: the busy timeout bounds it
+        return [f"PRAGMA busy_timeout = {int(HEARTBEAT_TIMEOUT * 1000)}"]
+
+    def configure_sibling(self, engine: Engine) -> None:
+        # BEGIN IMMEDIATE, as on the store's engine (an engine event, not a pool one).
+        @event.listens_for(engine, "begin")
+        def _begin(connection: Any) -> None:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    def file_missing(self, url: Any) -> bool:
+        database = url.database
+        return (
+            bool(database)
+            and database != ":memory:"
+            and not str(database).startswith("file:")  # a URI: the driver's to resolve
+            and not Path(str(database)).exists()
+        )
 
 
 STATEMENTS = SQLiteStatements()
