@@ -168,12 +168,12 @@ class Task:
     grace: float | None = None
     catchup: CatchUp = "latest"
     catchup_limit: int = 10
-    #: seconds a run may take: see :mod:`cronlease._run.execution` for what a timeout does
+    #: seconds a run may take: see :mod:`cronlease._run.workers.execution` for what a timeout does
     timeout: float | None = None
     #: False: declared (run_now, pause and the status know it) but never fired by its schedule
     enabled: bool = True
     #: failed attempts of a scheduled slot tried again, after ``retry_delay`` seconds
-    #: doubled per attempt (:mod:`cronlease._run.attempts`)
+    #: doubled per attempt (:mod:`cronlease._run.recording.attempts`)
     retries: int = 0
     retry_delay: float = DEFAULT_RETRY_DELAY
     #: a run whose holder died is run again by a survivor, as the slot's next attempt

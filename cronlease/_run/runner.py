@@ -5,14 +5,15 @@ ticks directly. It owns one instance of each stage and passes values from
 one to the next; no stage calls into another's internals
 (docs/design.md §4):
 
-- :mod:`~cronlease._run.admission`: shutdown, grace, local overlap -> requests
-- :mod:`~cronlease._run.capacity`: no more requests than free worker slots
-- :mod:`~cronlease._run.membership`: this replica's member row and fleet view
-- :mod:`~cronlease._run.acquisition`: rendezvous staging, the read-only check,
+- :mod:`~cronlease._run.acquisition.admission`: shutdown, grace, local overlap -> requests
+- :mod:`~cronlease._run.workers.pool`: no more requests than free worker slots
+  (:mod:`~cronlease._run.acquisition.rationing` picks which when they are fewer)
+- :mod:`~cronlease._run.acquisition.membership`: this replica's member row and fleet view
+- :mod:`~cronlease._run.acquisition.leases`: rendezvous staging, the read-only check,
   one store call, refusals, late pickups
-- :mod:`~cronlease._run.active`: winners registered, heartbeats started
-- :mod:`~cronlease._run.execution`: the task called, its outcome named
-- :mod:`~cronlease._run.recorder`: outcome recorded, lease released
+- :mod:`~cronlease._run.workers.active`: winners registered, heartbeats started
+- :mod:`~cronlease._run.workers.execution`: the task called, its outcome named
+- :mod:`~cronlease._run.recording.recorder`: outcome recorded, lease released
 
 Every way a run begins goes through the same admission and acquisition
 (``_decide``): the scheduled ticks of a pass (:meth:`acquire_ticks`, from the
@@ -34,17 +35,18 @@ from datetime import datetime, timezone
 from cronlease._events import EventBus
 from cronlease._lease.model import Lease, Outcome
 from cronlease._lease.store import LeaseStore
-from cronlease._run.acquisition import Acquisition
-from cronlease._run.active import ActiveRun, ActiveRuns
-from cronlease._run.admission import Admission, Candidate, Skips
-from cronlease._run.capacity import Capacity, Rationing
-from cronlease._run.execution import Ended, Execution
-from cronlease._run.membership import Membership
-from cronlease._run.outage import OutageLog
-from cronlease._run.pulse import Pulse
-from cronlease._run.recorder import Recorder
+from cronlease._run.acquisition.admission import Admission, Candidate, Skips
+from cronlease._run.acquisition.leases import Acquisition
+from cronlease._run.acquisition.membership import Membership
+from cronlease._run.acquisition.rationing import Rationing
+from cronlease._run.recording.recorder import Recorder
+from cronlease._run.replica_log.outage import OutageLog
+from cronlease._run.replica_log.pulse import Pulse
 from cronlease._run.stopping import Deadline
-from cronlease._run.ticks import Decision, Tick
+from cronlease._run.timer.ticks import Decision, Tick
+from cronlease._run.workers.active import ActiveRun, ActiveRuns
+from cronlease._run.workers.execution import Ended, Execution
+from cronlease._run.workers.pool import WorkerPool
 from cronlease._stats import Stats
 from cronlease._task import Task
 from cronlease.errors import StoreError
@@ -83,7 +85,7 @@ class TickRunner:
         self.skips = skips = Skips(self.stats, self.events)
         self._admission = Admission(holder, self.stats, skips, roles)
         #: this replica's member row and view of the fleet; started and stopped with
-        #: the firing (cronlease/_run/fire.py)
+        #: the firing (cronlease/_run/timer/fire.py)
         self.membership = Membership(store, holder, roles)
         self._acquisition = Acquisition(
             store, self.stats, skips, self.outage, self.ensure_schema, self.membership
@@ -95,9 +97,10 @@ class TickRunner:
         self._schema_lock = threading.Lock()
         self._on_schema_ready = on_schema_ready
         self._stopped = threading.Event()
-        #: the worker slots ticks on the pool take (docs/design.md §4.3); whoever
-        #: dispatches work to the pool takes a slot first and gives it back after
-        self.capacity = Capacity(max_workers)
+        #: the replica's workers: their slots, which ticks on the pool take (docs/design.md
+        #: §4.3), and their threads; whoever dispatches work to the pool takes a slot first
+        #: and it is given back when the run ends
+        self.workers = WorkerPool(max_workers)
         self._rationing = Rationing()
 
     # --- schema -----------------------------------------------------------
@@ -124,7 +127,7 @@ class TickRunner:
     def stage(self, ticks: Sequence[Tick]) -> tuple[list[Tick], list[tuple[float, Tick]]]:
         """Split fired ``ticks`` into those to acquire now and [(monotonic time, tick)] to
         acquire a little later; ticks left to other replicas are dropped (the
-        rendezvous staging of :mod:`cronlease._run.acquisition`)."""
+        rendezvous staging of :mod:`cronlease._run.acquisition.leases`)."""
         return self._acquisition.stage(ticks)
 
     def acquire_ticks(
@@ -145,11 +148,11 @@ class TickRunner:
         outcome is recorded with the others of the batch. Never raises for a
         database error.
 
-        Only as many ticks as :attr:`capacity` has free slots are sent to the
+        Only as many ticks as :attr:`workers` has free slots are sent to the
         database; each run given out holds one until it ends. The rest are
         skipped (``capacity``), or with ``wait_for_capacity`` returned in
         :attr:`Decision.starved` for the caller to offer again when a slot
-        frees (:meth:`Capacity.when_free`) or report with
+        frees (:meth:`WorkerPool.when_free`) or report with
         :meth:`skip_for_capacity`.
         """
         return self._decide(ticks, dispatch, inline=False, wait_for_capacity=wait_for_capacity)
@@ -231,7 +234,7 @@ class TickRunner:
             pending = candidates
             ordered = False
             while pending:
-                granted = self.capacity.take(len(pending))
+                granted = self.workers.take(len(pending))
                 if granted < len(pending) and not ordered:
                     pending, ordered = self._rationing.order(pending), True
                 batch, pending = pending[:granted], pending[granted:]
@@ -241,7 +244,7 @@ class TickRunner:
                 try:
                     part = self._acquisition.acquire(batch, on_won)
                 finally:  # the slots of ticks not won (or not started) are free again
-                    self.capacity.give_back(granted - (handed_out - before))
+                    self.workers.give_back(granted - (handed_out - before))
                 self._rationing.served(batch)
                 self._admission.served(batch)
                 decision.retries.extend(part.retries)
@@ -322,7 +325,7 @@ class TickRunner:
         try:
             return self._execute(run, False)
         finally:  # the worker is free for the next tick
-            self.capacity.give_back()
+            self.workers.give_back()
 
     # --- lifecycle --------------------------------------------------------
 

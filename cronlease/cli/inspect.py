@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from cronlease._lease.store import LeaseStore
-from cronlease._run.housekeeping import HOUSEKEEPING_TASK
-from cronlease._run.watcher import STUCK_WATCHER_TASK
+from cronlease._run.housekeeping.pruning import HOUSEKEEPING_TASK
+from cronlease._run.housekeeping.watcher import STUCK_WATCHER_TASK
 from cronlease._status import (
     RunStatus,
     Scrubber,

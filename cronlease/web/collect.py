@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 from cronlease._lease.database import connect_state
 from cronlease._lease.store import LeaseStore
-from cronlease._run.housekeeping import HOUSEKEEPING_TASK
-from cronlease._run.watcher import STUCK_WATCHER_TASK
+from cronlease._run.housekeeping.pruning import HOUSEKEEPING_TASK
+from cronlease._run.housekeeping.watcher import STUCK_WATCHER_TASK
 from cronlease._scheduler import Scheduler
 from cronlease._status import MIN_SCRUBBED_PASSWORD as MIN_SCRUBBED_PASSWORD
 from cronlease._status import (

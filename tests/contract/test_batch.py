@@ -182,6 +182,6 @@ def test_late_pickup_and_skip_events_on_the_batched_path(db_url: str, task_name:
 
 
 def _tick(task: object, fire_time: datetime) -> object:
-    from cronlease._run.ticks import Tick
+    from cronlease._run.timer.ticks import Tick
 
     return Tick(task, fire_time)  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from pathlib import Path
 from cronlease import Scheduler, TickSkipped
 from cronlease._lease.model import Finish
 from cronlease._lease.store import LeaseStore
-from cronlease._run.ticks import Tick
+from cronlease._run.timer.ticks import Tick
 
 
 class FailingFinish(LeaseStore):

@@ -16,17 +16,17 @@ import pytest
 
 from cronlease._lease.membership import Member, Members
 from cronlease._lease.store import LeaseStore
-from cronlease._run.acquisition import BACKUP_DELAY
-from cronlease._run.membership import (
+from cronlease._run.acquisition.leases import BACKUP_DELAY
+from cronlease._run.acquisition.membership import (
     EXPIRE_SECONDS,
     OVERDUE_SECONDS,
     FleetView,
     Membership,
     task_set_digest,
 )
-from cronlease._run.rendezvous import BACKUP, OTHER, PREFERRED, Ranking
+from cronlease._run.acquisition.rendezvous import BACKUP, OTHER, PREFERRED, Ranking
 from cronlease._run.runner import TickRunner
-from cronlease._run.ticks import Tick
+from cronlease._run.timer.ticks import Tick
 from cronlease._task import Task
 from cronlease._timing.schedule import slot_of
 

@@ -27,8 +27,8 @@ from typing import NamedTuple
 from cronlease._events import EventBus, SkipReason, TickSkipped
 from cronlease._lease.model import AcquireRequest, AttemptRequest
 from cronlease._roles import can_run
-from cronlease._run.log_streaks import LogStreaks
-from cronlease._run.ticks import Tick, Timing
+from cronlease._run.replica_log.log_streaks import LogStreaks
+from cronlease._run.timer.ticks import Tick, Timing
 from cronlease._stats import Stats
 from cronlease._task import Task
 from cronlease._timing.schedule import MIN_TTL, slot_of

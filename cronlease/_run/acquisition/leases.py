@@ -22,8 +22,8 @@ attempt each follows. Per result:
 Built for a fleet whose cost must not grow with its size (docs/design.md §4.4):
 
 - **rendezvous staging** (:meth:`Acquisition.stage`): with a view of the
-  fleet (:mod:`cronlease._run.membership`), a scheduled tick is tried at once
-  only by its preferred replica (:mod:`cronlease._run.rendezvous`); its
+  fleet (:mod:`cronlease._run.acquisition.membership`), a scheduled tick is tried at once
+  only by its preferred replica (:mod:`cronlease._run.acquisition.rendezvous`); its
   backup tries it BACKUP_DELAY later (at most a quarter of its grace), and
   the other members only while the view is unsettled (after twice that
   delay), else not at all. Without a view (none yet, the table unreadable),
@@ -49,13 +49,13 @@ from datetime import datetime
 
 from cronlease._lease.model import AcquireRequest, AttemptRequest, Lease, Refusal
 from cronlease._lease.store import LeaseStore
-from cronlease._run.admission import Candidate, Skips
-from cronlease._run.log_streaks import LogStreaks
-from cronlease._run.membership import Membership
-from cronlease._run.outage import OutageLog
-from cronlease._run.rendezvous import BACKUP, PREFERRED
-from cronlease._run.side_thread import SideThread
-from cronlease._run.ticks import Decision, Tick
+from cronlease._run.acquisition.admission import Candidate, Skips
+from cronlease._run.acquisition.membership import Membership
+from cronlease._run.acquisition.rendezvous import BACKUP, PREFERRED
+from cronlease._run.acquisition.side_thread import SideThread
+from cronlease._run.replica_log.log_streaks import LogStreaks
+from cronlease._run.replica_log.outage import OutageLog
+from cronlease._run.timer.ticks import Decision, Tick
 from cronlease._stats import Stats
 from cronlease._timing.schedule import slot_of
 from cronlease.errors import RowRefused, StoreError

@@ -2,7 +2,7 @@
 
 A won lease is registered here before its run is handed to a worker, so a
 tick of the same task that fires meanwhile is skipped as ``overlap`` rather
-than sent to the database, and its heartbeat (:mod:`cronlease._run.heartbeat`)
+than sent to the database, and its heartbeat (:mod:`cronlease._run.workers.heartbeat`)
 starts at once: the lease is renewed even while the run waits for a thread.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from cronlease._events import EventBus, LeaseLost
 from cronlease._lease.model import Lease, Outcome
 from cronlease._lease.store import LeaseStore
-from cronlease._run.heartbeat import Heartbeats
+from cronlease._run.workers.heartbeat import Heartbeats
 from cronlease._stats import Stats
 from cronlease._task import Liveness, Task
 
