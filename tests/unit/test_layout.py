@@ -388,8 +388,11 @@ def test_cronlease_layout(
 #: import only stages before it, so each module is entered once, in one direction
 TICK_PATH = [
     "cronlease._run.timer.ticks",
+    "cronlease._run.acquisition.staging",
+    "cronlease._run.acquisition.slot_check",
     "cronlease._run.acquisition.admission",
     "cronlease._run.acquisition.leases",
+    "cronlease._run.workers.pool",
     "cronlease._run.workers.active",
     "cronlease._run.workers.execution",
     "cronlease._run.recording.recorder",

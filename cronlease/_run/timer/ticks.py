@@ -29,7 +29,7 @@ fence, and its deadline is the slot's next fire time. A ``manual`` tick (run
 now) is decided by the lease alone, never consumes a scheduled slot and
 never delays or overlaps a scheduled tick on this replica as ``overlap``. A
 tick dispatched to the worker pool takes a worker slot
-(:mod:`cronlease._run.acquisition.rationing`); an inline one does not.
+(:mod:`cronlease._run.workers.pool`); an inline one does not.
 """
 
 from __future__ import annotations
