@@ -38,7 +38,7 @@ from _common import (
 from acquire import Replay
 
 from cronlease._lease.database import create_store_engine
-from cronlease._lease.model import AcquireRequest, Finish, Lease
+from cronlease._lease.model import AcquireRequest, FinishRequest, Lease
 from cronlease._lease.store import LeaseStore
 
 
@@ -89,7 +89,9 @@ def run_once(backend: str, url: str, sizes: list[int], rounds: int) -> dict[int,
                     results = store.acquire_many(batch)
                     acquired = time.perf_counter()
                     leases = [r for r in results if isinstance(r, Lease)]
-                    store.finish_many([Finish.of(lease, "succeeded", None) for lease in leases])
+                    store.finish_many(
+                        [FinishRequest.of(lease, "succeeded", None) for lease in leases]
+                    )
                     finished = time.perf_counter()
                     won += len(leases)
                     stmts += statements["count"]
@@ -125,7 +127,11 @@ def run_once(backend: str, url: str, sizes: list[int], rounds: int) -> dict[int,
                 commits = pg_commits(url)
                 results = store.acquire_many(requests("c", round_))
                 store.finish_many(
-                    [Finish.of(r, "succeeded", None) for r in results if isinstance(r, Lease)]
+                    [
+                        FinishRequest.of(r, "succeeded", None)
+                        for r in results
+                        if isinstance(r, Lease)
+                    ]
                 )
                 engine.dispose()
                 xacts += pg_commits(url) - commits - baseline

@@ -91,7 +91,7 @@ def replica(code: str, url: str, prefix: str, tasks: int, workers: int, active: 
     from cronlease import RunContext, Scheduler
 
     if active >= 0:  # a variant of the rendezvous: at most ``active`` members per instant
-        from cronlease._run import rendezvous
+        from cronlease._run.acquisition import rendezvous
 
         rendezvous.ACTIVE_PER_TICK = active
 

@@ -21,7 +21,7 @@ import uuid
 from _common import header, median, table, url_for, write_json
 
 from cronlease._lease.database import create_store_engine
-from cronlease._lease.model import AcquireRequest, Finish, Lease
+from cronlease._lease.model import AcquireRequest, FinishRequest, Lease
 from cronlease._lease.store import LeaseStore
 
 THRESHOLDS = {"never (default)": None, "after 5": 5}
@@ -36,7 +36,7 @@ def one_run(store: LeaseStore, size: int, repeats: int, base: int) -> dict[str, 
         start = time.perf_counter()
         store.acquire_many(first)
         times["lost"].append(time.perf_counter() - start)
-        finishes = [Finish.of(lease, "succeeded", None) for lease in leases]
+        finishes = [FinishRequest.of(lease, "succeeded", None) for lease in leases]
         start = time.perf_counter()
         store.finish_many(finishes)
         times["finish"].append(time.perf_counter() - start)

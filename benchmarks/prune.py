@@ -91,7 +91,7 @@ def unbounded(store: Any, names: list[str]) -> int:
 
 
 def batched(store: Any, names: list[str]) -> int:
-    from cronlease._run.housekeeping import prune_history
+    from cronlease._run.housekeeping.pruning import prune_history
 
     return prune_history(store, names, AGE / 2, None).removed
 

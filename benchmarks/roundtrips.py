@@ -27,7 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from cronlease._lease.database import create_store_engine
-from cronlease._lease.model import AcquireRequest, Finish, Lease
+from cronlease._lease.model import AcquireRequest, FinishRequest, Lease
 from cronlease._lease.store import LeaseStore
 
 
@@ -144,7 +144,7 @@ def count(backend: str, tmp: Path) -> dict[str, float]:
         ]
         results = store.acquire_many(requests)
         store.finish_many(
-            [Finish.of(r, "succeeded", None) for r in results if isinstance(r, Lease)]
+            [FinishRequest.of(r, "succeeded", None) for r in results if isinstance(r, Lease)]
         )
 
     out = {

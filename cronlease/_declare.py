@@ -16,8 +16,8 @@ from typing import Any, TypeVar, overload
 from cronlease._events import EventBus, RunFinished, RunStarted
 from cronlease._lease.names import normal_form
 from cronlease._lease.store import LeaseStore
+from cronlease._run.housekeeping.watcher import watcher_task
 from cronlease._run.pings import Pinger
-from cronlease._run.watcher import watcher_task
 from cronlease._task import Task
 from cronlease.errors import ConfigError, UnknownTaskError
 

@@ -30,7 +30,6 @@ __all__ = [
     "DatabaseUnavailable",
     "Event",
     "EventBus",
-    "LeaseLost",
     "RunFinished",
     "RunLost",
     "RunStarted",
@@ -103,10 +102,6 @@ class RunLost(Event):
     task: str
     slot: int
     fence: int
-
-
-#: the event's first name: ``cronlease.LeaseLost`` still finds it, with a DeprecationWarning
-LeaseLost = RunLost
 
 
 @dataclass(frozen=True)

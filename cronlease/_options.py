@@ -298,7 +298,7 @@ class TaskOptions:
         "how late a tick may still start, up to 1 day",
         shown="the schedule's",
     )
-    #: seconds a run may take: see :mod:`cronlease._run.execution` for what a timeout does
+    #: seconds a run may take: see :mod:`cronlease._run.workers.execution` for what a timeout does
     timeout: float | None = option(
         None,
         _optional(_duration("timeout", 7 * DAY)),
@@ -309,7 +309,7 @@ class TaskOptions:
     catchup: CatchUp = option("latest", _catchup, _CATCHUP)  # noqa: RUF009 (a field())
     catchup_limit: int = option(10, _whole(1, 1000), _CATCHUP)
     #: failed attempts of a scheduled slot tried again, after ``retry_delay`` seconds
-    #: doubled per attempt (:mod:`cronlease._run.attempts`)
+    #: doubled per attempt (:mod:`cronlease._run.recording.attempts`)
     retries: int = option(0, _whole(0, MAX_RETRIES), _RETRIES)
     retry_delay: float = option(
         DEFAULT_RETRY_DELAY, _duration("retry_delay", DAY), _RETRIES, shown='`"10s"`'

@@ -24,18 +24,18 @@ from cronlease._lease.model import Outcome, check_task_name
 from cronlease._lease.settings import PoolKeywords
 from cronlease._lease.store import LeaseStore
 from cronlease._roles import replica_roles
-from cronlease._run.attempt_poll import AttemptPoll
-from cronlease._run.clock_watch import ClockWatch
-from cronlease._run.fire import Firing
-from cronlease._run.housekeeping import housekeeping_task
+from cronlease._run.housekeeping.attempt_poll import AttemptPoll
+from cronlease._run.housekeeping.clock_watch import ClockWatch
+from cronlease._run.housekeeping.pruning import housekeeping_task
 from cronlease._run.lifecycle import interrupt_at_exit, stop_replica
-from cronlease._run.replica_health import replica_health
 from cronlease._run.runner import TickRunner
 from cronlease._run.signals import stop_signals
 from cronlease._run.startup import CatchUp, report_schedule_conflicts
 from cronlease._run.stopping import Deadline
+from cronlease._run.timer.fire import Firing
 from cronlease._stats import Stats
 from cronlease._status import Health, Snapshot
+from cronlease._status.replica import replica_health
 from cronlease._task import Task
 from cronlease._timing.clock import ClockCheck
 from cronlease.errors import ConfigError, SchedulerError, StoreError
@@ -226,7 +226,6 @@ class Scheduler(TaskDeclarations):
                 self.runner.outage.failed("startup", exc)
             firing = Firing(
                 self.runner,
-                self._max_workers,
                 upkeep=[("cronlease-clock-check", self._clock.check, CLOCK_CHECK_SECONDS)],
             )
             for task in self._tasks.values():
@@ -346,10 +345,12 @@ class Scheduler(TaskDeclarations):
             snapshot,
             self._tasks.values(),
             store=self.store,
-            runner=self.runner,
             namespace=self.namespace,
             since=self._started_at,
             threshold=database_threshold,
+            skipped=self.runner.skips.by_task(),
+            down_for=self.runner.outage.down_for,
+            problems=self.runner.problems(self._tasks.values()),
         )
 
     # --- fleet-wide controls ---------------------------------------------

@@ -45,9 +45,9 @@ from cronlease._lease.settings import READER_POOL
 from cronlease._lease.side_engines import reader_engine
 from cronlease._lease.store import LeaseStore
 from cronlease._lease.table_state import TableState, missing_sqlite_file, table_state
-from cronlease._run.housekeeping import HOUSEKEEPING_TASK
+from cronlease._run.housekeeping.pruning import HOUSEKEEPING_TASK
+from cronlease._run.housekeeping.watcher import STUCK_WATCHER_TASK
 from cronlease._run.stopping import Deadline
-from cronlease._run.watcher import STUCK_WATCHER_TASK
 from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask, terminate_running
 from cronlease._status import (

@@ -22,7 +22,6 @@ __all__ = [
     "AcquireRequest",
     "AttemptCandidate",
     "AttemptRequest",
-    "Finish",
     "FinishRequest",
     "Lease",
     "LeaseInfo",
@@ -216,10 +215,6 @@ class FinishRequest:
             release=release,
             holder=lease.holder,
         )
-
-
-#: the request's name before it was a noun; the store and the engine still use it
-Finish = FinishRequest
 
 
 @dataclass(frozen=True)

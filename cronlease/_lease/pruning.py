@@ -4,7 +4,7 @@ One unbounded ``DELETE`` of an hour's history (1.8 M rows at the 8 x 500
 ticks per second benchmark shape) holds its locks and its undo for as long as
 it takes, behind which every replica's run rows wait. So a statement deletes
 at most ``limit`` rows and commits; the housekeeping task repeats it within a
-budget (cronlease/_run/housekeeping.py, docs/design.md §5.12). Rows still
+budget (cronlease/_run/housekeeping/pruning.py, docs/design.md §5.12). Rows still
 ``running`` are never deleted.
 
 - **by age**: finished runs of the given tasks that started more than

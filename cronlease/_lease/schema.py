@@ -43,7 +43,7 @@ __all__ = [
 MAX_NAME_LENGTH = 255
 MAX_HOLDER_LENGTH = 255
 MAX_ERROR_LENGTH = 2000
-#: a member's task-set digest (cronlease/_run/membership.py): 16 hex digits
+#: a member's task-set digest (cronlease/_run/acquisition/membership.py): 16 hex digits
 MAX_TASK_SET_LENGTH = 32
 
 #: the unique key of run rows: one row per attempt of a slot (issue 13)

@@ -50,7 +50,7 @@ from cronlease._lease.model import (
     AcquireRequest,
     AttemptCandidate,
     AttemptRequest,
-    Finish,
+    FinishRequest,
     Lease,
     LeaseInfo,
     Outcome,
@@ -288,9 +288,9 @@ class LeaseStore:
         self, lease: Lease, outcome: Outcome, error: str | None = None, *, release: bool = True
     ) -> None:
         """Record one run's outcome: :meth:`finish_many` of a batch of one."""
-        self.finish_many([Finish.of(lease, outcome, error, release=release)])
+        self.finish_many([FinishRequest.of(lease, outcome, error, release=release)])
 
-    def finish_many(self, items: Sequence[Finish]) -> None:
+    def finish_many(self, items: Sequence[FinishRequest]) -> None:
         """Record the outcomes of runs of distinct tasks and, with ``release``, free their
         leases at once, in one round trip.
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import logging
 
-from cronlease._run.attempt_poll import AttemptPoll
-from cronlease._run.fire import Firing
+from cronlease._run.housekeeping.attempt_poll import AttemptPoll
 from cronlease._run.runner import TickRunner
 from cronlease._run.startup import CatchUp
 from cronlease._run.stopping import Deadline
+from cronlease._run.timer.fire import Firing
 
 __all__ = ["interrupt_at_exit", "stop_replica"]
 

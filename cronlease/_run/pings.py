@@ -11,7 +11,7 @@ or missed, which is what a dead-man's switch is for.
 Each ping carries ``rid=`` (Healthchecks' run id), a UUID derived from the task,
 slot, fence and attempt, so concurrent or overlapping runs pair their start and
 end. A failed ping (timeout, refused, an HTTP error) is logged once per streak
-per task (:mod:`cronlease._run.log_streaks`), never retried, and never touches
+per task (:mod:`cronlease._run.replica_log.log_streaks`), never retried, and never touches
 the run. The URL's path holds the check's secret, so log lines name its host
 only. At exit, pings still queued get up to :data:`PING_TIMEOUT` to go out.
 """
@@ -33,8 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cronlease._events import Event, RunFinished, RunStarted
-from cronlease._run.log_streaks import LogStreaks
-from cronlease._status.rules import summarize_error
+from cronlease._lease.runs import summarize_error
+from cronlease._run.replica_log.log_streaks import LogStreaks
 
 __all__ = ["PING_TIMEOUT", "QUEUE_SIZE", "Ping", "Pinger", "ping_of"]
 

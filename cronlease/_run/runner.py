@@ -1,24 +1,31 @@
-"""The tick path of one replica, composed: admit -> acquire -> register -> run -> record.
+"""The tick path of one replica, composed: stage -> check -> admit -> take a worker ->
+acquire -> register -> run -> record.
 
 :class:`TickRunner` knows nothing of APScheduler, so tests and tools can drive
 ticks directly. It owns one instance of each stage and passes values from
-one to the next; no stage calls into another's internals
-(docs/design.md §4):
+one to the next; each is entered once per tick, and none calls into another's
+internals (docs/design.md §4):
 
-- :mod:`~cronlease._run.admission`: shutdown, grace, local overlap -> requests
-- :mod:`~cronlease._run.capacity`: no more requests than free worker slots
-- :mod:`~cronlease._run.membership`: this replica's member row and fleet view
-- :mod:`~cronlease._run.acquisition`: rendezvous staging, the read-only check,
-  one store call, refusals, late pickups
-- :mod:`~cronlease._run.active`: winners registered, heartbeats started
-- :mod:`~cronlease._run.execution`: the task called, its outcome named
-- :mod:`~cronlease._run.recorder`: outcome recorded, lease released
+- :mod:`~cronlease._run.acquisition.staging`: who tries a fired tick, and when
+  (on arrival, from the acquirer; the view is
+  :mod:`~cronlease._run.acquisition.membership`'s)
+- :mod:`~cronlease._run.acquisition.slot_check`: a staged tick's slot cursor read
+- :mod:`~cronlease._run.acquisition.admission`: shutdown, grace, local overlap -> requests
+- :mod:`~cronlease._run.workers.pool`: no more requests than free worker slots
+  (:mod:`~cronlease._run.acquisition.rationing` picks which when they are fewer)
+- :mod:`~cronlease._run.acquisition.leases`: one store call, refusals, late pickups
+- :mod:`~cronlease._run.workers.active`: winners registered, heartbeats started
+- :mod:`~cronlease._run.workers.execution`: the task called, its outcome named
+- :mod:`~cronlease._run.recording.recorder`: outcome recorded, lease released
 
-Every way a run begins goes through the same admission and acquisition
-(``_decide``): the scheduled ticks of a pass (:meth:`acquire_ticks`, from the
-acquirer thread, winners dispatched to workers and recorded together by the
-finisher), and — as a batch of one, run and recorded in the caller's thread —
-catch-up (:meth:`run_tick`) and run-now (:meth:`run_now`).
+Every skip any of them decides is reported through one
+:class:`~cronlease._run.acquisition.skips.Skips`. Every way a run begins goes
+through the same admission and acquisition (``_decide``): the scheduled ticks
+of a pass (:meth:`acquire_ticks`, from the acquirer thread, winners dispatched
+to workers and recorded together by the finisher; catch-up's and the attempt
+poll's rounds alike, from their threads), and — as a batch of one, run and
+recorded in the caller's thread — run-now (:meth:`run_now`) and
+:meth:`run_tick` (tools and tests).
 """
 
 from __future__ import annotations
@@ -34,17 +41,21 @@ from datetime import datetime, timezone
 from cronlease._events import EventBus
 from cronlease._lease.model import Lease, Outcome
 from cronlease._lease.store import LeaseStore
-from cronlease._run.acquisition import Acquisition
-from cronlease._run.active import ActiveRun, ActiveRuns
-from cronlease._run.admission import Admission, Candidate, Skips
-from cronlease._run.capacity import Capacity, Rationing
-from cronlease._run.execution import Ended, Execution
-from cronlease._run.membership import Membership
-from cronlease._run.outage import OutageLog
-from cronlease._run.pulse import Pulse
-from cronlease._run.recorder import Recorder
+from cronlease._run.acquisition.admission import Admission, Candidate
+from cronlease._run.acquisition.leases import Acquisition
+from cronlease._run.acquisition.membership import Membership
+from cronlease._run.acquisition.rationing import Rationing
+from cronlease._run.acquisition.skips import Skips
+from cronlease._run.acquisition.slot_check import SlotCheck
+from cronlease._run.acquisition.staging import Staging
+from cronlease._run.recording.recorder import Recorder
+from cronlease._run.replica_log.outage import OutageLog
+from cronlease._run.replica_log.pulse import Pulse
 from cronlease._run.stopping import Deadline
-from cronlease._run.ticks import Decision, Tick
+from cronlease._run.timer.ticks import Decision, Tick
+from cronlease._run.workers.active import ActiveRun, ActiveRuns
+from cronlease._run.workers.execution import Ended, Execution
+from cronlease._run.workers.pool import WorkerPool
 from cronlease._stats import Stats
 from cronlease._task import Task
 from cronlease.errors import StoreError
@@ -83,8 +94,10 @@ class TickRunner:
         self.skips = skips = Skips(self.stats, self.events)
         self._admission = Admission(holder, self.stats, skips, roles)
         #: this replica's member row and view of the fleet; started and stopped with
-        #: the firing (cronlease/_run/fire.py)
+        #: the firing (cronlease/_run/timer/fire.py)
         self.membership = Membership(store, holder, roles)
+        self._staging = Staging(self.stats, self.membership)
+        self._slot_check = SlotCheck(store, self.stats, skips, self.outage, self.ensure_schema)
         self._acquisition = Acquisition(
             store, self.stats, skips, self.outage, self.ensure_schema, self.membership
         )
@@ -95,9 +108,10 @@ class TickRunner:
         self._schema_lock = threading.Lock()
         self._on_schema_ready = on_schema_ready
         self._stopped = threading.Event()
-        #: the worker slots ticks on the pool take (docs/design.md §4.3); whoever
-        #: dispatches work to the pool takes a slot first and gives it back after
-        self.capacity = Capacity(max_workers)
+        #: the replica's workers: their slots, which ticks on the pool take (docs/design.md
+        #: §4.3), and their threads; whoever dispatches work to the pool takes a slot first
+        #: and it is given back when the run ends
+        self.workers = WorkerPool(max_workers)
         self._rationing = Rationing()
 
     # --- schema -----------------------------------------------------------
@@ -124,8 +138,8 @@ class TickRunner:
     def stage(self, ticks: Sequence[Tick]) -> tuple[list[Tick], list[tuple[float, Tick]]]:
         """Split fired ``ticks`` into those to acquire now and [(monotonic time, tick)] to
         acquire a little later; ticks left to other replicas are dropped (the
-        rendezvous staging of :mod:`cronlease._run.acquisition`)."""
-        return self._acquisition.stage(ticks)
+        rendezvous staging of :mod:`cronlease._run.acquisition.staging`)."""
+        return self._staging.stage(ticks)
 
     def acquire_ticks(
         self,
@@ -145,11 +159,11 @@ class TickRunner:
         outcome is recorded with the others of the batch. Never raises for a
         database error.
 
-        Only as many ticks as :attr:`capacity` has free slots are sent to the
+        Only as many ticks as :attr:`workers` has free slots are sent to the
         database; each run given out holds one until it ends. The rest are
         skipped (``capacity``), or with ``wait_for_capacity`` returned in
         :attr:`Decision.starved` for the caller to offer again when a slot
-        frees (:meth:`Capacity.when_free`) or report with
+        frees (:meth:`WorkerPool.when_free`) or report with
         :meth:`skip_for_capacity`.
         """
         return self._decide(ticks, dispatch, inline=False, wait_for_capacity=wait_for_capacity)
@@ -190,7 +204,7 @@ class TickRunner:
     ) -> Decision:
         accepting = not self._stopped.is_set()
         if accepting:  # ticks tried after the rendezvous delay: a slot taken costs no lock
-            ticks = self._acquisition.precheck(ticks)
+            ticks = self._slot_check.check(ticks)
         # A manual run here does not make a scheduled tick an overlap: the lease
         # decides, and the tick is picked up when the manual run ends (§4.4).
         candidates = self._admission.admit(
@@ -231,7 +245,7 @@ class TickRunner:
             pending = candidates
             ordered = False
             while pending:
-                granted = self.capacity.take(len(pending))
+                granted = self.workers.take(len(pending))
                 if granted < len(pending) and not ordered:
                     pending, ordered = self._rationing.order(pending), True
                 batch, pending = pending[:granted], pending[granted:]
@@ -241,9 +255,9 @@ class TickRunner:
                 try:
                     part = self._acquisition.acquire(batch, on_won)
                 finally:  # the slots of ticks not won (or not started) are free again
-                    self.capacity.give_back(granted - (handed_out - before))
+                    self.workers.give_back(granted - (handed_out - before))
                 self._rationing.served(batch)
-                self._admission.served(batch)
+                self.skips.served(candidate.tick.task.full_name for candidate in batch)
                 decision.retries.extend(part.retries)
         finally:
             self._recorder.unhold()
@@ -262,7 +276,7 @@ class TickRunner:
 
     def skip_for_capacity(self, ticks: Sequence[Tick]) -> None:
         """Report ticks skipped because no worker of this replica was free in time."""
-        self._admission.skip_for_capacity(ticks)
+        self.skips.for_capacity(ticks)
 
     def _too_late(self, candidate: Candidate, run: ActiveRun) -> bool:
         """A lease won past the tick's grace (the acquisition waited on a lock): not run.
@@ -277,7 +291,9 @@ class TickRunner:
         late = time.time() - deadline
         if late <= 0:
             return False
-        self._admission.missed_after_win(candidate, late)
+        self.skips.won_too_late(
+            candidate.tick.task, candidate.tick.fire_time, candidate.request.slot, late
+        )
         self._end_unstarted(
             run, "missed", f"not run: its lease was won {late:.3f} s past the tick's grace"
         )
@@ -322,7 +338,7 @@ class TickRunner:
         try:
             return self._execute(run, False)
         finally:  # the worker is free for the next tick
-            self.capacity.give_back()
+            self.workers.give_back()
 
     # --- lifecycle --------------------------------------------------------
 

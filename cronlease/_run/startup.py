@@ -19,7 +19,7 @@ from cronlease._lease.model import LeaseInfo, Outcome
 from cronlease._lease.store import LeaseStore
 from cronlease._run.runner import TickRunner
 from cronlease._run.stopping import SLICE_SECONDS
-from cronlease._run.ticks import Tick
+from cronlease._run.timer.ticks import Tick
 from cronlease._stats import Stats
 from cronlease._task import Task
 from cronlease.errors import StoreError
@@ -110,7 +110,7 @@ class CatchUp:
             ticks = [tick for _, tick in decision.starved]
             if ticks:
                 freed.clear()
-                self._runner.capacity.when_free(freed.set)
+                self._runner.workers.when_free(freed.set)
                 while not freed.wait(SLICE_SECONDS) and self._runner.accepting:
                     pass
 

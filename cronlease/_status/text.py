@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone, tzinfo
-from zoneinfo import ZoneInfo
+from datetime import datetime, timedelta, timezone
 
-from cronlease._timing.schedule import Schedule
+from cronlease._timing.schedule import zone_of
 
 __all__ = ["format_duration", "format_time", "lease_text", "no_replica_words", "zone_of"]
 
@@ -23,13 +22,6 @@ def format_time(moment: datetime) -> str:
         moment = moment.astimezone(timezone.utc)
         return moment.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
     return moment.isoformat(timespec="milliseconds")
-
-
-def zone_of(schedule: Schedule) -> tzinfo:
-    """The zone a schedule's fire times are shown in (its own; UTC for ``every``)."""
-    if schedule.timezone.upper() == "UTC":
-        return timezone.utc
-    return ZoneInfo(schedule.timezone)  # the schedule validated the name
 
 
 def format_duration(seconds: float) -> str:

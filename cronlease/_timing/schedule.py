@@ -38,6 +38,7 @@ __all__ = [
     "parse_duration",
     "slot_of",
     "time_of_slot",
+    "zone_of",
 ]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -314,3 +315,10 @@ def _format_seconds(seconds: float) -> str:
                 return f"{whole // size}{unit}"
         return f"{whole}s"
     return f"{seconds:g}s"
+
+
+def zone_of(schedule: Schedule) -> tzinfo:
+    """The zone a schedule's fire times are shown in (its own; UTC for ``every``)."""
+    if schedule.timezone.upper() == "UTC":
+        return timezone.utc
+    return ZoneInfo(schedule.timezone)  # the schedule validated the name

@@ -3,7 +3,7 @@
 A spec turns into a task on a scheduler (:meth:`TaskSpec.add_to`): a command
 becomes a :class:`~cronlease._shell_task.CommandTask` (which enforces its own
 timeout); a call's timeout is the task's ``timeout=`` (an ``async def`` call is
-cancelled, a plain one recorded ``timed_out``: :mod:`cronlease._run.execution`).
+cancelled, a plain one recorded ``timed_out``: :mod:`cronlease._run.workers.execution`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from cronlease import Scheduler
 from cronlease._lease.model import AcquireRequest
 from cronlease._lease.schema import MAX_FINGERPRINT_LENGTH
-from cronlease._run.ticks import Tick
+from cronlease._run.timer.ticks import Tick
 from cronlease._timing.schedule import Schedule, slot_of
 from cronlease.errors import ConfigError
 from tests.support.procs import wait_for

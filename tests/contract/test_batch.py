@@ -19,7 +19,7 @@ import pytest
 
 from cronlease import Scheduler
 from cronlease._events import TickSkipped
-from cronlease._lease.model import AcquireRequest, Finish, Lease, Refusal
+from cronlease._lease.model import AcquireRequest, FinishRequest, Lease, Refusal
 from cronlease._lease.store import LeaseStore
 from cronlease._timing.schedule import time_of_slot
 from cronlease.errors import StoreError
@@ -67,7 +67,7 @@ def test_a_batch_explains_each_refusal(store: LeaseStore, task_name: str) -> Non
         (slot, 1, "succeeded"),
     ]
     assert [run.slot for run in store.history(names[3])] == [slot]
-    store.finish_many([Finish.of(results[2], "failed", "boom")])  # type: ignore[arg-type]
+    store.finish_many([FinishRequest.of(results[2], "failed", "boom")])  # type: ignore[arg-type]
     latest = store.history(names[2])[0]
     assert (latest.outcome, latest.error) == ("failed", "boom")
     # released by finish_many: the next slot is free at once
@@ -86,7 +86,9 @@ def test_a_batch_marks_abandoned_runs(store: LeaseStore, task_name: str) -> None
     )
     outcomes = {run.slot: run.outcome for run in store.history(task_name)}
     assert outcomes == {slot - 2000: "abandoned", slot: "running"}
-    store.finish_many([Finish.of(lease, "succeeded", None)])  # the dead holder comes back late
+    store.finish_many(
+        [FinishRequest.of(lease, "succeeded", None)]
+    )  # the dead holder comes back late
     assert {run.slot: run.outcome for run in store.history(task_name)}[slot - 2000] == "lost"
 
 
@@ -117,7 +119,7 @@ def test_overlapping_batches_in_any_order_never_deadlock(
                 gate.wait(timeout=30)
                 results = own.acquire_many([request(name, slot, ttl=0.001) for name in chosen])
                 won = [r for r in results if isinstance(r, Lease)]
-                own.finish_many([Finish.of(lease, "succeeded", None) for lease in won])
+                own.finish_many([FinishRequest.of(lease, "succeeded", None) for lease in won])
                 with lock:
                     wins.update((lease.name, lease.slot) for lease in won)
         except (StoreError, threading.BrokenBarrierError) as exc:
@@ -182,6 +184,6 @@ def test_late_pickup_and_skip_events_on_the_batched_path(db_url: str, task_name:
 
 
 def _tick(task: object, fire_time: datetime) -> object:
-    from cronlease._run.ticks import Tick
+    from cronlease._run.timer.ticks import Tick
 
     return Tick(task, fire_time)  # type: ignore[arg-type]

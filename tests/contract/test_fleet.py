@@ -27,7 +27,7 @@ from cronlease._lease.membership import MemberBeat
 from cronlease._lease.model import AcquireRequest, Lease
 from cronlease._lease.schema import members
 from cronlease._lease.store import LeaseStore
-from cronlease._run.ticks import Tick
+from cronlease._run.timer.ticks import Tick
 from cronlease._task import Task
 from cronlease.errors import ConfigError
 

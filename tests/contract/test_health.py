@@ -9,7 +9,7 @@ import pytest
 
 from cronlease import Scheduler
 from cronlease._lease.model import AcquireRequest
-from cronlease._run.housekeeping import HOUSEKEEPING_TASK
+from cronlease._run.housekeeping.pruning import HOUSEKEEPING_TASK
 from tests.support.leases import won
 from tests.support.procs import wait_for
 

@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 
 from cronlease import RunContext, Scheduler
 from cronlease._events import EventBus, RunFinished, RunStarted, TickSkipped
-from cronlease._run.acquisition import LARGE_BATCH
-from cronlease._run.finisher import Finisher
-from cronlease._run.ticks import Tick
+from cronlease._run.acquisition.leases import LARGE_BATCH
+from cronlease._run.recording.recorder import Finisher
+from cronlease._run.timer.ticks import Tick
 from cronlease._task import Task
 from cronlease._timing.schedule import time_of_slot
 from tests.support.procs import wait_for

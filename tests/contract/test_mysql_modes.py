@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine
 
 from cronlease._lease.database import create_store_engine, normalize_url
 from cronlease._lease.dialects.mysql import MySQLStatements, scripts_enabled
-from cronlease._lease.model import AcquireRequest, Finish, Lease, Refusal
+from cronlease._lease.model import AcquireRequest, FinishRequest, Lease, Refusal
 from cronlease._lease.store import LeaseStore
 from cronlease.errors import StoreError
 from tests.conftest import url_for
@@ -148,7 +148,7 @@ def test_a_tick_costs_one_request_before_and_one_after(
         won: list[Lease | Refusal] = []
         assert counter.requests(lambda: won.extend(store.acquire_many(batch))) == 1
         finished = [
-            Finish.of(lease, "succeeded", None) for lease in won if isinstance(lease, Lease)
+            FinishRequest.of(lease, "succeeded", None) for lease in won if isinstance(lease, Lease)
         ]
         assert len(finished) == 20
         assert counter.requests(lambda: store.finish_many(finished)) == 1

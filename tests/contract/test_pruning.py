@@ -14,7 +14,7 @@ from sqlalchemy import event, select
 
 from cronlease import LeaseStore, Scheduler
 from cronlease._lease.schema import runs
-from cronlease._run.housekeeping import HOUSEKEEPING_TASK, Budget, prune_history
+from cronlease._run.housekeeping.pruning import HOUSEKEEPING_TASK, Budget, prune_history
 from cronlease.errors import ConfigError
 
 

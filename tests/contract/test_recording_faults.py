@@ -14,13 +14,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from cronlease import Scheduler, TickSkipped
-from cronlease._lease.model import Finish
+from cronlease._lease.model import FinishRequest
 from cronlease._lease.store import LeaseStore
-from cronlease._run.ticks import Tick
+from cronlease._run.timer.ticks import Tick
 
 
 class FailingFinish(LeaseStore):
-    def finish_many(self, items: Sequence[Finish]) -> None:
+    def finish_many(self, items: Sequence[FinishRequest]) -> None:
         raise RuntimeError("the driver broke in a way SQLAlchemy does not wrap")
 
 

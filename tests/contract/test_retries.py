@@ -28,9 +28,9 @@ from cronlease import (
     Scheduler,
 )
 from cronlease._lease.database import normalize_url
-from cronlease._run.attempt_poll import ATTEMPTS_PER_PASS, AttemptPoll
-from cronlease._run.attempts import backoff
-from cronlease._run.watcher import STUCK_WATCHER_TASK
+from cronlease._run.housekeeping.attempt_poll import ATTEMPTS_PER_PASS, AttemptPoll
+from cronlease._run.housekeeping.watcher import STUCK_WATCHER_TASK
+from cronlease._run.recording.attempts import backoff
 from cronlease._task import Liveness
 from cronlease._timing.schedule import slot_of
 from tests.support import attempt_ledger

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import text
 
 from cronlease import Scheduler
-from cronlease._run.ticks import Decision, Tick
+from cronlease._run.timer.ticks import Decision, Tick
 from cronlease._task import Task
 from tests.support.procs import wait_for
 
@@ -62,7 +62,7 @@ def test_a_run_that_cannot_be_handed_to_a_worker_is_recorded_and_released(
         assert run.error is not None and "can't start new thread" in run.error
         assert _released(scheduler, task)
         assert runner.running == []  # its heartbeat stopped, its next tick may start here
-        assert runner.capacity.free == runner.capacity.limit
+        assert runner.workers.free == runner.workers.limit
         assert calls == []
     finally:
         runner.close()
@@ -143,7 +143,7 @@ def test_a_lease_won_past_the_grace_is_released_and_its_task_not_called(
         assert _released(scheduler, task)
         stats = scheduler.stats.snapshot()
         assert stats.get("ticks_missed") == 1 and stats.get("ticks_skipped_misfire") == 1, stats
-        assert runner.running == [] and runner.capacity.free == runner.capacity.limit
+        assert runner.running == [] and runner.workers.free == runner.workers.limit
     finally:
         release.set()
         acquiring.join(30)

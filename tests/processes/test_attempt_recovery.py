@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from cronlease._lease.store import LeaseStore
-from cronlease._run.attempt_poll import POLL_SECONDS
-from cronlease._run.watcher import STUCK_WATCHER_TASK
+from cronlease._run.housekeeping.attempt_poll import POLL_SECONDS
+from cronlease._run.housekeeping.watcher import STUCK_WATCHER_TASK
 from tests.conftest import url_for
 from tests.support import attempt_ledger
 from tests.support.attempt_ledger import Entry

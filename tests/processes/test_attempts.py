@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from cronlease._lease.store import LeaseStore
-from cronlease._run.attempt_poll import ATTEMPTS_PER_PASS, POLL_SECONDS
+from cronlease._run.housekeeping.attempt_poll import ATTEMPTS_PER_PASS, POLL_SECONDS
 from tests.support import ledger
 from tests.support.procs import Proc, wait_for
 

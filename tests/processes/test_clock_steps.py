@@ -99,7 +99,7 @@ def test_a_replica_stepped_forward_and_back_refires_at_once_and_never_early_or_t
     (test_future_slot_is_refused, test_future_slot_is_refused_on_a_new_task) and
     its log by tests/contract/test_log_streaks.py
     (test_slots_ahead_of_the_database_clock_are_logged_once_per_streak); the
-    step detection, the timer and the refire are the replica's (_run/clock_watch.py,
+    step detection, the timer and the refire are the replica's (_run/housekeeping/clock_watch.py,
     _timing), the same code on every backend.
     """
     if backend == "mysql":

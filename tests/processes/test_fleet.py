@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from cronlease._run.membership import RENEW_SECONDS
+from cronlease._run.acquisition.membership import RENEW_SECONDS
 from tests.support import ledger
 from tests.support.procs import Proc, wait_for
 

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from cronlease._lease.model import AcquireRequest, Finish, Lease, Outcome, Refusal
+from cronlease._lease.model import AcquireRequest, FinishRequest, Lease, Outcome, Refusal
 from cronlease._lease.store import LeaseStore
 
 FORMS = ["single", "batch"]
@@ -53,7 +53,7 @@ class ContractStore:
             self.store.finish(lease, outcome, error, release=release)
             return
         # a fenced finish of a run that does not exist: it must change nothing
-        decoy = Finish(
+        decoy = FinishRequest(
             name=f"decoy-{uuid.uuid4().hex[:12]}",
             slot=lease.slot,
             manual=False,
@@ -62,4 +62,4 @@ class ContractStore:
             error=None,
             holder="decoy#0000000000000000",
         )
-        self.store.finish_many([decoy, Finish.of(lease, outcome, error, release=release)])
+        self.store.finish_many([decoy, FinishRequest.of(lease, outcome, error, release=release)])

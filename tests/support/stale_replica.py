@@ -34,7 +34,7 @@ from sqlalchemy.pool import NullPool
 
 from cronlease import LeaseLostError, RunContext, Scheduler
 from cronlease._lease.database import normalize_url
-from cronlease._run import watcher
+from cronlease._run.housekeeping import watcher
 from tests.support import ledger
 
 _print_lock = threading.Lock()

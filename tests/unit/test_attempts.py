@@ -1,4 +1,4 @@
-"""The attempt policy (cronlease/_run/attempts.py) and the task options that drive it."""
+"""The attempt policy (cronlease/_run/recording/attempts.py) and the task options that drive it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cronlease._lease.model import AttemptCandidate, Outcome
-from cronlease._run.attempts import JITTER, MAX_RECOVERIES, backoff, jitter_of, plan
+from cronlease._run.recording.attempts import JITTER, MAX_RECOVERIES, backoff, jitter_of, plan
 from cronlease._task import Liveness, RunContext, Task
 from cronlease._timing.schedule import slot_of
 from cronlease.config import load_config

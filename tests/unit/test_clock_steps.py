@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from apscheduler.triggers.interval import IntervalTrigger
 
-from cronlease._run.clock_steps import STEP_THRESHOLD, WAKE_INTERVAL, StepWatch
-from cronlease._run.fire import BatchingScheduler
+from cronlease._run.timer.clock_steps import STEP_THRESHOLD, WAKE_INTERVAL, StepWatch
+from cronlease._run.timer.fire import BatchingScheduler
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 

@@ -19,7 +19,7 @@ import pytest
 
 import cronlease
 from cronlease import Scheduler
-from cronlease._run.fire import Firing
+from cronlease._run.timer.fire import Firing
 from cronlease._task import Task
 from cronlease._timing.schedule import Schedule
 from cronlease.config import load_config
@@ -76,7 +76,7 @@ def test_a_scheduler_takes_many_tasks_of_one_schedule_in_linear_time(tmp_path: P
     """
     scheduler = Scheduler(f"sqlite:///{tmp_path / 'leases.db'}")
     task = Task(name="t", schedule=Schedule.every(60), func=lambda: None)
-    firing = Firing(scheduler.runner, 1)
+    firing = Firing(scheduler.runner)
     additions = 200_000
     deadline = time.monotonic() + 30.0
     for added in range(additions):

@@ -377,15 +377,18 @@ def test_the_layer_contracts_are_kept() -> None:
 #: the stages of a tick in the order a reader follows one (docs/design.md §4): a stage may
 #: import only stages before it, so each module is entered once, in one direction
 TICK_PATH = [
-    "cronlease._run.ticks",
-    "cronlease._run.admission",
-    "cronlease._run.acquisition",
-    "cronlease._run.active",
-    "cronlease._run.execution",
-    "cronlease._run.recorder",
+    "cronlease._run.timer.ticks",
+    "cronlease._run.acquisition.staging",
+    "cronlease._run.acquisition.slot_check",
+    "cronlease._run.acquisition.admission",
+    "cronlease._run.acquisition.leases",
+    "cronlease._run.workers.pool",
+    "cronlease._run.workers.active",
+    "cronlease._run.workers.execution",
+    "cronlease._run.recording.recorder",
     "cronlease._run.runner",
-    "cronlease._run.acquirer",
-    "cronlease._run.fire",
+    "cronlease._run.acquisition.acquirer",
+    "cronlease._run.timer.fire",
 ]
 
 

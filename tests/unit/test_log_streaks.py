@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from cronlease._run.log_streaks import LogStreaks
+from cronlease._run.replica_log.log_streaks import LogStreaks
 
 
 def test_a_long_streak_says_how_many_so_far_every_summary_period(

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from cronlease._events import EventBus
-from cronlease._run.outage import REMIND_SECONDS, OutageLog
+from cronlease._run.replica_log.outage import REMIND_SECONDS, OutageLog
 from cronlease._stats import Stats
 from cronlease.errors import StoreError
 

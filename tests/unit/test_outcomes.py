@@ -14,13 +14,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from cronlease._run.recording.attempts import plan
 from prometheus_client import CollectorRegistry
 
 from cronlease import Scheduler, Task
 from cronlease._lease import outcomes
-from cronlease._lease.model import FINAL_OUTCOMES, AttemptCandidate, Finish
+from cronlease._lease.model import FINAL_OUTCOMES, AttemptCandidate, FinishRequest
 from cronlease._lease.outcomes import OUTCOMES, Outcome, OutcomeRules
-from cronlease._run.attempts import plan
 from cronlease._status.rules import failure_streak
 from cronlease._timing.schedule import slot_of
 from cronlease.prometheus import instrument
@@ -75,7 +75,7 @@ def test_the_sets_are_the_table_read_one_way() -> None:
 
 @pytest.mark.parametrize("outcome", ALL)
 def test_a_finish_records_the_final_outcomes_only(outcome: Outcome) -> None:
-    make = lambda: Finish("t", 1, False, 1, outcome, None, holder="h#1")  # noqa: E731
+    make = lambda: FinishRequest("t", 1, False, 1, outcome, None, holder="h#1")  # noqa: E731
     if OUTCOMES[outcome].final:
         assert make().outcome == outcome
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from cronlease._run.pulse import PULSE_SLACK, Pulse
+from cronlease._run.replica_log.pulse import PULSE_SLACK, Pulse
 from cronlease._task import Task
 
 

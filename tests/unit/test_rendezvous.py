@@ -1,4 +1,4 @@
-"""Rendezvous hashing of ticks over members (cronlease/_run/rendezvous.py, design §4.4)."""
+"""Rendezvous hashing of ticks over members (_run/acquisition/rendezvous.py, design §4.4)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from cronlease._run.rendezvous import (
+from cronlease._run.acquisition.rendezvous import (
     BACKUP,
     OTHER,
     PREFERRED,

@@ -10,8 +10,8 @@ import pytest
 
 from cronlease import Scheduler, Task
 from cronlease._roles import can_run, decode, encode, parse_roles
-from cronlease._run.membership import FleetView, task_set_digest
-from cronlease._run.rendezvous import PREFERRED, Ranking, rendezvous_order
+from cronlease._run.acquisition.membership import FleetView, task_set_digest
+from cronlease._run.acquisition.rendezvous import PREFERRED, Ranking, rendezvous_order
 from cronlease._status import DeclaredTask, Snapshot, build_report
 from cronlease._timing.schedule import Schedule
 from cronlease.config import load_config

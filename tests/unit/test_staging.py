@@ -1,6 +1,6 @@
 """The staged policy: who tries a fired tick at once, after a delay, or not at all.
 
-``Acquisition.stage`` from a replica's view of the fleet (docs/design.md §4.4),
+``Staging.stage`` from a replica's view of the fleet (docs/design.md §4.4),
 and the view itself as ``Membership`` builds it from the member rows it read.
 No database statement is sent here: staging is local.
 """
@@ -16,17 +16,17 @@ import pytest
 
 from cronlease._lease.membership import Member, Members
 from cronlease._lease.store import LeaseStore
-from cronlease._run.acquisition import BACKUP_DELAY
-from cronlease._run.membership import (
+from cronlease._run.acquisition.membership import (
     EXPIRE_SECONDS,
     OVERDUE_SECONDS,
     FleetView,
     Membership,
     task_set_digest,
 )
-from cronlease._run.rendezvous import BACKUP, OTHER, PREFERRED, Ranking
+from cronlease._run.acquisition.rendezvous import BACKUP, OTHER, PREFERRED, Ranking
+from cronlease._run.acquisition.staging import BACKUP_DELAY
 from cronlease._run.runner import TickRunner
-from cronlease._run.ticks import Tick
+from cronlease._run.timer.ticks import Tick
 from cronlease._task import Task
 from cronlease._timing.schedule import slot_of
 

@@ -45,7 +45,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 
 from cronlease._lease.model import (
     AcquireRequest,
-    Finish,
+    FinishRequest,
     Lease,
     LeaseInfo,
     LeaseState,
@@ -360,7 +360,7 @@ class Statements(ABC):
         """
 
     @abstractmethod
-    def finish(self, conn: Connection, items: Sequence[Finish]) -> None:
+    def finish(self, conn: Connection, items: Sequence[FinishRequest]) -> None:
         """Record the outcomes of runs of distinct tasks and, where asked, free their
         leases (fenced), in one transaction, lease rows locked first."""
 

@@ -121,7 +121,7 @@ from cronlease._lease.dialects.base import (
     upgrade_needed,
 )
 from cronlease._lease.membership import FleetStatements
-from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseState
+from cronlease._lease.model import AcquireRequest, FinishRequest, Lease, LeaseState
 from cronlease._lease.schema import RUNS_ATTEMPT_KEY, RUNS_SLOT_KEY, leases, members, runs
 
 __all__ = [
@@ -676,7 +676,7 @@ class MySQLStatements(Statements):
 
     # --- finishing ---------------------------------------------------------
 
-    def finish(self, conn: Connection, items: Sequence[Finish]) -> None:
+    def finish(self, conn: Connection, items: Sequence[FinishRequest]) -> None:
         one = len(items) == 1
         params = _batch_params(
             [

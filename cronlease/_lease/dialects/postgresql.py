@@ -85,7 +85,7 @@ from cronlease._lease.membership import (
     Members,
     members_of,
 )
-from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseState
+from cronlease._lease.model import AcquireRequest, FinishRequest, Lease, LeaseState
 from cronlease._lease.schema import RUNS_ATTEMPT_KEY, RUNS_SLOT_KEY, leases, members, runs
 from cronlease._safe_text import redact_secrets
 from cronlease.errors import ConfigError
@@ -457,7 +457,7 @@ class PostgreSQLStatements(Statements):
         by_name = {row[0]: row[1:] for row in result}
         return [_acquired_or_state(by_name[request.name]) for request in requests]
 
-    def finish(self, conn: Connection, items: Sequence[Finish]) -> None:
+    def finish(self, conn: Connection, items: Sequence[FinishRequest]) -> None:
         rows = [vars(item) for item in items]
         self._finish[len(rows) == 1].execute(conn, batch_params(FINISH_COLUMNS, rows))
 

@@ -58,7 +58,7 @@ from cronlease._lease.dialects.base import (
 )
 from cronlease._lease.dialects.driver import DriverStatement
 from cronlease._lease.membership import FleetStatements
-from cronlease._lease.model import AcquireRequest, Finish, Lease, LeaseState
+from cronlease._lease.model import AcquireRequest, FinishRequest, Lease, LeaseState
 from cronlease._lease.schema import leases, members, runs
 from cronlease.errors import ConfigError
 
@@ -299,7 +299,7 @@ class SQLiteStatements(Statements):
                 results.append(None)
         return results
 
-    def finish(self, conn: Connection, items: Sequence[Finish]) -> None:
+    def finish(self, conn: Connection, items: Sequence[FinishRequest]) -> None:
         with conn.begin():
             # Lease rows first, in name order, as everywhere else.
             released = [

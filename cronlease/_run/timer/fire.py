@@ -15,8 +15,8 @@ per task happens after the fire, on the tick path (docs/design.md §4).
 APScheduler calls ``submit_job`` once per due job within one pass of
 ``_process_jobs``. :class:`BatchingScheduler` tells the executor when a pass
 ends; the executor then hands every tick of that pass, as one batch, to the
-:class:`~cronlease._run.acquirer.Acquirer`. It also wakes at least every
-second and watches for wall-clock steps (:mod:`cronlease._run.clock_steps`):
+:class:`~cronlease._run.acquisition.acquirer.Acquirer`. It also wakes at least every
+second and watches for wall-clock steps (:mod:`cronlease._run.timer.clock_steps`):
 APScheduler computes its waits from the wall clock, so after a step back it
 would sleep until its jobs' old next run times. On a step it re-anchors its
 jobs at the new wall-clock time, on its own thread, through APScheduler's
@@ -40,13 +40,12 @@ from apscheduler.schedulers.base import STATE_PAUSED
 from apscheduler.triggers.interval import IntervalTrigger
 
 from cronlease._roles import can_run
-from cronlease._run.acquirer import Acquirer, Fired
-from cronlease._run.clock_steps import WAKE_INTERVAL, StepWatch
-from cronlease._run.membership import digest_text, task_key
+from cronlease._run.acquisition.acquirer import Acquirer, Fired
+from cronlease._run.acquisition.membership import digest_text, task_key
 from cronlease._run.runner import TickRunner
 from cronlease._run.stopping import Deadline
-from cronlease._run.ticks import Tick
-from cronlease._run.workers import WorkerPool
+from cronlease._run.timer.clock_steps import WAKE_INTERVAL, StepWatch
+from cronlease._run.timer.ticks import Tick
 from cronlease._task import Task
 
 __all__ = ["BatchingScheduler", "Firing", "LeaseExecutor"]
@@ -62,13 +61,12 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
     (with a new tuple) while running to add a task.
     """
 
-    def __init__(
-        self, runner: TickRunner, groups: Mapping[str, Sequence[Task]], max_workers: int
-    ) -> None:
+    def __init__(self, runner: TickRunner, groups: Mapping[str, Sequence[Task]]) -> None:
         super().__init__()
         self._groups = groups
-        self._pool = WorkerPool(max_workers)
-        self._acquirer = Acquirer(runner, self._pool)
+        self._workers = runner.workers
+        self._workers.open()  # the threads of a previous start were closed
+        self._acquirer = Acquirer(runner)
         # the ticks of the current _process_jobs pass, until flush() (scheduler thread)
         self._pending: Fired = []
         self._pending_lock = threading.Lock()
@@ -103,7 +101,7 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
     def submit(self, work: Callable[[], object]) -> None:
         """Run a won tick's work on the worker pool: how catch-up
         (:mod:`cronlease._run.startup`) dispatches its winners, like the acquirer's."""
-        self._pool.submit(work)
+        self._workers.submit(work)
 
     def shutdown(self, wait: bool = True) -> None:
         """APScheduler's call when it shuts down: ask the acquirer to stop (joined by
@@ -115,7 +113,7 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
         deadline.join(self._acquirer_thread, "the acquirer's last batch")
 
     def close_pool(self) -> None:
-        self._pool.shutdown()
+        self._workers.close()
 
 
 def quiet_apscheduler() -> None:
@@ -208,7 +206,6 @@ class Firing:
     def __init__(
         self,
         runner: TickRunner,
-        max_workers: int,
         upkeep: Sequence[tuple[str, Callable[[], None], float]] = (),
     ) -> None:
         # APScheduler job id -> the tasks it fires; entries are replaced, never mutated:
@@ -217,7 +214,7 @@ class Firing:
         # the groups added before start(), as lists: a tuple copied per task made
         # 10,000 tasks of one schedule cost 50 million copies (issue 11, item 13)
         self._unstarted: dict[str, list[Task]] | None = {}
-        self._executor = LeaseExecutor(runner, self._groups, max_workers)
+        self._executor = LeaseExecutor(runner, self._groups)
         self._runner = runner
         # the declared tasks' digest (XOR of task_key), for the member row's task_set
         self._task_set = 0

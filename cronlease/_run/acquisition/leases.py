@@ -1,7 +1,7 @@
 """Acquisition: admitted ticks' leases in one store call, and what each refusal means.
 
 Every tick path ends here in one call, :meth:`LeaseStore.acquire_many`, for
-one tick or a thousand (docs/design.md §4); ``attempt`` ticks (a slot's
+one tick or a thousand (docs/design.md §4.4); ``attempt`` ticks (a slot's
 second or later attempt) in one call of their own,
 :meth:`LeaseStore.reacquire_many`, a compare-and-swap on the fence of the
 attempt each follows. Per result:
@@ -19,23 +19,14 @@ attempt each follows. Per result:
   only counted (``attempts_not_acquired``): it is no tick, and the attempt
   poll asks again while it should still happen.
 
-Built for a fleet whose cost must not grow with its size (docs/design.md §4.4):
-
-- **rendezvous staging** (:meth:`Acquisition.stage`): with a view of the
-  fleet (:mod:`cronlease._run.membership`), a scheduled tick is tried at once
-  only by its preferred replica (:mod:`cronlease._run.rendezvous`); its
-  backup tries it BACKUP_DELAY later (at most a quarter of its grace), and
-  the other members only while the view is unsettled (after twice that
-  delay), else not at all. Without a view (none yet, the table unreadable),
-  or alone in its cohort, a replica tries every tick at once;
-- **read-only check** (:meth:`Acquisition.precheck`): a tick tried after the
-  delay reads its lease row's slot cursor first, in one SELECT for the
-  batch; one already taken is refused ``taken`` here, costing no row lock;
-- **split acquisition**: a batch of LARGE_BATCH ticks or more of a replica
-  with a view (its own preferred ticks, or a lone replica's) is sent as two
-  statements at once, on two pooled connections, over disjoint name ranges
-  (each statement locks its rows in name order, so no two can deadlock), and
-  the database works on both halves in parallel.
+**Split acquisition**, for a fleet whose cost must not grow with its size: a
+batch of LARGE_BATCH ticks or more of a replica with a view (its own
+preferred ticks, or a lone replica's) is sent as two statements at once, on
+two pooled connections, over disjoint name ranges (each statement locks its
+rows in name order, so no two can deadlock), and the database works on both
+halves in parallel. Who tries a tick at all, and when, was decided before:
+:mod:`~cronlease._run.acquisition.staging` and
+:mod:`~cronlease._run.acquisition.slot_check`.
 """
 
 from __future__ import annotations
@@ -45,28 +36,23 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime
 
 from cronlease._lease.model import AcquireRequest, AttemptRequest, Lease, Refusal
 from cronlease._lease.store import LeaseStore
-from cronlease._run.admission import Candidate, Skips
-from cronlease._run.log_streaks import LogStreaks
-from cronlease._run.membership import Membership
-from cronlease._run.outage import OutageLog
-from cronlease._run.rendezvous import BACKUP, PREFERRED
-from cronlease._run.side_thread import SideThread
-from cronlease._run.ticks import Decision, Tick
+from cronlease._run.acquisition.admission import Candidate
+from cronlease._run.acquisition.membership import Membership
+from cronlease._run.acquisition.side_thread import SideThread
+from cronlease._run.acquisition.skips import Skips
+from cronlease._run.replica_log.log_streaks import LogStreaks
+from cronlease._run.replica_log.outage import OutageLog
+from cronlease._run.timer.ticks import Decision, Tick
 from cronlease._stats import Stats
-from cronlease._timing.schedule import slot_of
 from cronlease.errors import RowRefused, StoreError
 
-__all__ = ["BACKUP_DELAY", "LARGE_BATCH", "LATE_PICKUP_MARGIN", "Acquisition"]
+__all__ = ["LARGE_BATCH", "LATE_PICKUP_MARGIN", "Acquisition"]
 
 logger = logging.getLogger("cronlease")
 
-#: how long after its fire time a tick's backup replica tries it (at most a quarter
-#: of the tick's grace); the other members of an unsettled view, twice that
-BACKUP_DELAY = 0.1
 #: a batch of this many ticks or more is sent as two statements (split acquisition)
 LARGE_BATCH = 128
 #: a late pickup is tried this long after the held lease's expiry, so that the
@@ -101,101 +87,6 @@ class Acquisition:
 
     def close(self) -> None:
         self._side.close()
-
-    def stage(self, ticks: Sequence[Tick]) -> tuple[list[Tick], list[tuple[float, Tick]]]:
-        """Split fired ticks into those to acquire now and [(monotonic time, tick)] to
-        acquire then; ticks left to the replicas ranked before this one are dropped
-        (counted ``ticks_left_to_peers``). The staging rule (module docstring); only
-        ``scheduled`` ticks are staged. A jittered tick waits for its offset here, on
-        the acquirer's timers (no thread of its own), before any rendezvous delay."""
-        view = self._membership.view()
-        alone = view is None or view.size == 1
-        if alone and not any(tick.task.jitter for tick in ticks):
-            return list(ticks), []
-        now: list[Tick] = []
-        later: list[tuple[float, Tick]] = []
-        timings: dict[tuple[str, datetime], tuple[int, float]] = {}
-        start, wall = time.monotonic(), time.time()
-        left = 0
-        for tick in ticks:
-            task = tick.task
-            if tick.kind != "scheduled" or tick.checked:
-                now.append(tick)
-                continue
-            wait = 0.0
-            if task.jitter:
-                jittered = tick.fire_time.timestamp() + task.jitter_for(tick.fire_time)
-                wait = max(0.0, jittered - wall)
-            if view is None or view.size == 1:
-                if wait:
-                    later.append((start + wait, tick))
-                else:
-                    now.append(tick)
-                continue
-            key = (task.schedule.fingerprint, tick.fire_time)
-            timing = timings.get(key)
-            if timing is None:
-                grace = task.grace_for(tick.fire_time)
-                timing = timings[key] = (slot_of(tick.fire_time), min(BACKUP_DELAY, grace / 4))
-            slot, delay = timing
-            ranking = view.ranking_for(task.roles) if task.roles else view.ranking
-            place = ranking.place(task.full_name, slot)
-            if place == PREFERRED:
-                if wait:
-                    later.append((start + wait, tick))
-                else:
-                    now.append(tick)
-            elif place == BACKUP:
-                later.append((start + wait + delay, tick._replace(checked=True)))
-            elif not view.settled:
-                later.append((start + wait + 2 * delay, tick._replace(checked=True)))
-            else:
-                left += 1
-        if left:
-            self._stats.add("ticks_left_to_peers", left)
-        if later:
-            self._stats.add("ticks_delayed", len(later))
-        return now, later
-
-    def precheck(self, ticks: Sequence[Tick]) -> list[Tick]:
-        """The ticks still to admit and acquire: a ``checked`` tick whose slot its lease
-        row's cursor has reached is refused ``taken`` here, from one read-only SELECT
-        for the batch (no row lock, no write). Before admission, so that a backup whose
-        check comes past the grace does not report a tick that ran elsewhere as
-        missed. A database error skips the checked ticks (``error``)."""
-        checked = [tick for tick in ticks if tick.checked]
-        if not checked:
-            return list(ticks)
-        slots: dict[datetime, int] = {}
-        for tick in checked:
-            if tick.fire_time not in slots:
-                slots[tick.fire_time] = slot_of(tick.fire_time)
-        try:
-            self._ensure_schema()
-            cursors = self._store.fleet.slot_cursors([tick.task.full_name for tick in checked])
-        except StoreError as exc:
-            for tick in checked:
-                self._skips.skipped(tick.task, slots[tick.fire_time], "error")
-            shown = ", ".join(tick.task.full_name for tick in checked[:5])
-            more = f" and {len(checked) - 5} more" if len(checked) > 5 else ""
-            what = f"checking {len(checked)} ticks ({shown}{more})"
-            self._outage.failed(what, exc, ticks=len(checked))
-            return [tick for tick in ticks if not tick.checked]
-        self._outage.succeeded()
-        remaining: list[Tick] = []
-        taken = 0
-        for tick in ticks:
-            cursor = cursors.get(tick.task.full_name) if tick.checked else None
-            if cursor is None or cursor < slots[tick.fire_time]:
-                remaining.append(tick)
-                continue
-            taken += 1
-            self._skips.skipped(tick.task, slots[tick.fire_time], "taken", count=False)
-        if taken:
-            self._stats.add("ticks_not_acquired", taken)
-            self._stats.add("ticks_checked_taken", taken)
-            self._skips.count("taken", taken)
-        return remaining
 
     def acquire(
         self, candidates: Sequence[Candidate], on_won: Callable[[Candidate, Lease], None]

@@ -18,22 +18,20 @@ once per task: a fleet's common tick is hundreds of tasks of one schedule.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import Counter
 from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
 from typing import NamedTuple
 
-from cronlease._events import EventBus, SkipReason, TickSkipped
 from cronlease._lease.model import AcquireRequest, AttemptRequest
 from cronlease._roles import can_run
-from cronlease._run.log_streaks import LogStreaks
-from cronlease._run.ticks import Tick, Timing
+from cronlease._run.acquisition.skips import Skips
+from cronlease._run.replica_log.log_streaks import LogStreaks
+from cronlease._run.timer.ticks import Tick, Timing
 from cronlease._stats import Stats
 from cronlease._task import Task
 from cronlease._timing.schedule import MIN_TTL, slot_of
 
-__all__ = ["Admission", "Candidate", "Skips", "manual_ttl"]
+__all__ = ["Admission", "Candidate", "manual_ttl"]
 
 logger = logging.getLogger("cronlease")
 
@@ -48,40 +46,6 @@ class Candidate(NamedTuple):
     pickup_until: float | None
 
 
-class Skips:
-    """A skipped tick is counted by reason and reported to listeners: one rule for all.
-
-    Each skip is also tallied per task and reason (:meth:`by_task`), for the status
-    model's ``TaskStatus.skipped``: this replica's count since it started.
-    """
-
-    def __init__(self, stats: Stats, events: EventBus) -> None:
-        self._stats = stats
-        self._events = events
-        self._by_task: dict[str, Counter[str]] = {}
-        self._lock = threading.Lock()
-
-    def skipped(self, task: Task, slot: int, reason: SkipReason, count: bool = True) -> None:
-        """Report one skip; with ``count=False`` the caller counts in bulk (:meth:`count`)."""
-        if count:
-            self._stats.add(f"ticks_skipped_{reason}")
-        with self._lock:
-            tally = self._by_task.get(task.full_name)
-            if tally is None:
-                tally = self._by_task[task.full_name] = Counter()
-            tally[reason] += 1
-        if self._events.wants(TickSkipped):
-            self._events.emit(TickSkipped(task=task.full_name, slot=slot, reason=reason))
-
-    def by_task(self) -> dict[str, dict[str, int]]:
-        """Ticks skipped here since this replica started, by stored task name and reason."""
-        with self._lock:
-            return {name: dict(tally) for name, tally in self._by_task.items()}
-
-    def count(self, reason: str, amount: int) -> None:
-        self._stats.add(f"ticks_skipped_{reason}", amount)
-
-
 class Admission:
     """Decides which ticks go on to the database."""
 
@@ -93,8 +57,8 @@ class Admission:
         self._stats = stats
         self._skips = skips
         self._streaks = LogStreaks(logger)  # misfire warnings: once per streak
-        # overlap and capacity skips are the replica working as meant, but an 8 s task
-        # every 3 s losing two ticks of three must be seen: one INFO line per streak
+        # overlap skips are the replica working as meant, but an 8 s task every 3 s
+        # losing two ticks of three must be seen: one INFO line per streak
         self._skip_lines = LogStreaks(logger, level=logging.INFO)
 
     def admit(
@@ -194,34 +158,6 @@ class Admission:
             )
             candidates.append(Candidate(tick, request, pickup_until))
         return candidates
-
-    def skip_for_capacity(self, ticks: Sequence[Tick]) -> None:
-        """Ticks no worker of this replica was free for within their grace; never sent
-        to the database, so another replica was free to take them."""
-        for tick in ticks:
-            self._skips.skipped(tick.task, slot_of(tick.fire_time), "capacity")
-            self._skip_lines.counted(
-                tick.task.full_name, "capacity", "every worker of this replica was busy"
-            )
-
-    def served(self, candidates: Sequence[Candidate]) -> None:
-        """Ticks a worker was free for: each ends its task's capacity streak, if any."""
-        for candidate in candidates:
-            self._skip_lines.ended(candidate.tick.task.full_name, "capacity")
-
-    def missed_after_win(self, candidate: Candidate, late: float) -> None:
-        """A lease won past the tick's grace: the tick counts as missed, like one
-        admission refused (the acquisition answered that late)."""
-        task, fire_time = candidate.tick.task, candidate.tick.fire_time
-        self._stats.add("ticks_missed")
-        self._skips.skipped(task, candidate.request.slot, "misfire")
-        logger.warning(
-            "%s: tick %s not run: its lease was won %.3f s past its grace "
-            "(the database was slow to answer); released",
-            task.full_name,
-            fire_time.isoformat(),
-            late,
-        )
 
     def _manual_request(self, task: Task, asked_at: datetime) -> AcquireRequest:
         return AcquireRequest(

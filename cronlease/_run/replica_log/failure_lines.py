@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cronlease._lease.model import Lease, Outcome, RunRecord
+from cronlease._lease.runs import FAILURE_OUTCOMES, failure_streak, summarize_error
 from cronlease._lease.store import LeaseStore
-from cronlease._status.rules import FAILURE_OUTCOMES, failure_streak, summarize_error
 from cronlease._task import Task
 from cronlease.errors import StoreError
 

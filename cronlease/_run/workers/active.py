@@ -2,7 +2,7 @@
 
 A won lease is registered here before its run is handed to a worker, so a
 tick of the same task that fires meanwhile is skipped as ``overlap`` rather
-than sent to the database, and its heartbeat (:mod:`cronlease._run.heartbeat`)
+than sent to the database, and its heartbeat (:mod:`cronlease._run.workers.heartbeat`)
 starts at once: the lease is renewed even while the run waits for a thread.
 """
 
@@ -13,10 +13,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cronlease._events import EventBus, LeaseLost
+from cronlease._events import EventBus, RunLost
 from cronlease._lease.model import Lease, Outcome
 from cronlease._lease.store import LeaseStore
-from cronlease._run.heartbeat import Heartbeats
+from cronlease._run.workers.heartbeat import Heartbeats
 from cronlease._stats import Stats
 from cronlease._task import Liveness, Task
 
@@ -63,7 +63,7 @@ class ActiveRuns:
 
         def on_lost() -> None:
             self._stats.add("leases_lost")
-            self._events.emit(LeaseLost(task=task.full_name, slot=lease.slot, fence=lease.fence))
+            self._events.emit(RunLost(task=task.full_name, slot=lease.slot, fence=lease.fence))
 
         liveness = self._heartbeats.track(lease, on_lost)
         run = ActiveRun(task, lease, liveness, started=time.monotonic(), recovering=recovering)

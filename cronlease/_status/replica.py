@@ -1,25 +1,21 @@
-"""What ``Scheduler.health()`` reports, from a snapshot of the store and the replica's
-own state (docs/design.md §5.18, §8): the database unreachable past the threshold
-(with why no connection can be made, when none can), a task failing or overdue, a
-stalled timer."""
+"""What ``Scheduler.health()`` reports (docs/design.md §5.18, §8): the database
+unreachable past the threshold (with why no connection can be made, when none
+can), a task failing or overdue, a stalled timer.
+
+From a snapshot of the store and what the replica says of itself, handed in as
+values by the scheduler: the status model sits beside the engine and imports
+none of it."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime, timezone
 
 from cronlease._lease.database import connect_state
 from cronlease._lease.store import LeaseStore
-from cronlease._run.runner import TickRunner
-from cronlease._status import (
-    DeclaredTask,
-    Health,
-    Scrubber,
-    Snapshot,
-    build_report,
-    read_snapshot,
-    streak_runs,
-)
+from cronlease._status.build import Snapshot, build_report, read_snapshot
+from cronlease._status.model import Health
+from cronlease._status.rules import DeclaredTask, Scrubber, streak_runs
 from cronlease._task import Task
 
 __all__ = ["replica_health"]
@@ -30,13 +26,17 @@ def replica_health(
     tasks: Collection[Task],
     *,
     store: LeaseStore,
-    runner: TickRunner,
     namespace: str | None,
     since: datetime | None,
     threshold: float,
+    skipped: Mapping[str, Mapping[str, int]],
+    down_for: float | None,
+    problems: list[str],
 ) -> Health:
     """``snapshot`` None: read one, of the tasks' lease rows and their latest
-    ``alert_after + 1`` runs (enough to judge a failure streak)."""
+    ``alert_after + 1`` runs (enough to judge a failure streak). ``skipped``: the
+    replica's skipped ticks by task and reason; ``down_for``: how long its database
+    has not answered; ``problems``: what it knows is wrong with itself."""
     declared = [DeclaredTask.of(task) for task in tasks]
     if snapshot is None:
         runs = streak_runs(task.alert_after for task in declared)
@@ -49,10 +49,8 @@ def replica_health(
         namespace=namespace,
         since=since,
         scrub=Scrubber.of(store),
-        skipped=runner.skips.by_task(),
+        skipped=skipped,
     )
-    down_for = runner.outage.down_for
-    problems = runner.problems(tasks)
     connecting = connect_state(store.engine)
     if connecting is not None and down_for is not None and down_for > threshold:
         problems.append(connecting.describe())

@@ -1,14 +1,14 @@
 """The acquirer thread: fired ticks in, batches decided, winners out to the workers.
 
 One thread with one role (docs/design.md §4). It receives the ticks of each
-APScheduler pass on its inbox queue (:mod:`cronlease._run.fire`), adds the
+APScheduler pass on its inbox queue (:mod:`cronlease._run.timer.fire`), adds the
 ticks whose timer is due — ticks staged for later (rendezvous: this replica
 is not the tick's preferred one) and late pickups — and asks the
 :class:`TickRunner` to decide them, in batches that name each task at most
-once, oldest first. Winners go straight to the :class:`WorkerPool` as each
+once, oldest first. Winners go straight to the worker threads (:attr:`TickRunner.workers`) as each
 is registered, so losers never queue behind winners for a worker thread;
 late pickups go back on its timer heap. Ticks no worker was free for (the
-runner sends no more than :attr:`TickRunner.capacity` allows) wait here,
+runner sends no more than the workers have free slots) wait here,
 holding no lease, and are offered again as soon as a worker frees, until
 their grace ends (then skipped as ``capacity``).
 """
@@ -24,8 +24,7 @@ import time
 from collections.abc import Callable
 
 from cronlease._run.runner import TickRunner
-from cronlease._run.ticks import Tick
-from cronlease._run.workers import WorkerPool
+from cronlease._run.timer.ticks import Tick
 
 __all__ = ["Acquirer"]
 
@@ -38,9 +37,8 @@ Fired = list[tuple[Callable[[], None], list[Tick]]]
 class Acquirer:
     """Owns the acquirer thread, its inbox and its timers."""
 
-    def __init__(self, runner: TickRunner, pool: WorkerPool) -> None:
+    def __init__(self, runner: TickRunner) -> None:
         self._runner = runner
-        self._pool = pool
         self._inbox: queue.SimpleQueue[Fired | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
@@ -68,7 +66,7 @@ class Acquirer:
         # ticks no worker was free for, not sent to the database: (monotonic
         # deadline or None, tick), offered again as soon as a worker frees
         waiting: list[tuple[float | None, Tick]] = []
-        capacity = self._runner.capacity
+        workers = self._runner.workers
         while True:
             wakes = [timers[0][0]] if timers else []
             wakes += [deadline for deadline, _ in waiting if deadline is not None]
@@ -107,14 +105,14 @@ class Acquirer:
                 if expired:
                     self._runner.skip_for_capacity(expired)
                     waiting = [(d, tick) for d, tick in waiting if d is None or d > now]
-                if waiting and (capacity.free > 0 or stop):
+                if waiting and (workers.free > 0 or stop):
                     # oldest first: they go ahead of newer ticks of the same tasks
                     ticks = [tick for _, tick in waiting] + ticks
                     waiting = []
             for batch in distinct_tasks(ticks):
                 try:
                     decision = self._runner.acquire_ticks(
-                        batch, dispatch=self._pool.submit, wait_for_capacity=not stop
+                        batch, dispatch=workers.submit, wait_for_capacity=not stop
                     )
                 except Exception:  # the acquirer must survive anything
                     logger.exception("unexpected error acquiring a batch of ticks")
@@ -129,7 +127,7 @@ class Acquirer:
             if stop:
                 return
             if waiting:
-                capacity.when_free(self._wake)
+                workers.when_free(self._wake)
 
 
 def distinct_tasks(ticks: list[Tick]) -> list[list[Tick]]:

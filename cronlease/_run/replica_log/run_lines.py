@@ -17,10 +17,9 @@ import logging
 from typing import Any
 
 from cronlease._lease.model import Lease, Outcome
-from cronlease._status.rules import holder_id
-from cronlease._status.text import zone_of
+from cronlease._lease.runs import holder_id
 from cronlease._task import Task
-from cronlease._timing.schedule import time_of_slot
+from cronlease._timing.schedule import time_of_slot, zone_of
 
 __all__ = ["log_finished", "log_started", "run_fields", "scheduled_text"]
 

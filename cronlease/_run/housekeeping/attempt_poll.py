@@ -3,7 +3,7 @@
 One role (docs/design.md §4.11), like the catch-up thread: about every
 :data:`POLL_SECONDS` it asks the database for the latest attempt of each
 task that wants retries or recovery (:meth:`LeaseStore.attempt_candidates`,
-one statement), lets the policy (:mod:`cronlease._run.attempts`) decide each,
+one statement), lets the policy (:mod:`cronlease._run.recording.attempts`) decide each,
 and hands those due down the tick path as ``attempt`` ticks — the same
 admission, capacity and acquisition as any tick, winners on the replica's
 worker pool. It wakes sooner when a retry falls due before the next poll.
@@ -25,9 +25,9 @@ import threading
 from collections.abc import Callable, Sequence
 
 from cronlease._lease.model import AttemptCandidate, Outcome
-from cronlease._run.attempts import Plan, plan
+from cronlease._run.recording.attempts import Plan, plan
 from cronlease._run.runner import TickRunner
-from cronlease._run.ticks import Follows, Tick
+from cronlease._run.timer.ticks import Follows, Tick
 from cronlease._task import Task
 from cronlease._timing.schedule import time_of_slot
 from cronlease.errors import StoreError
@@ -129,7 +129,7 @@ class AttemptPoll:
 
     def _offer(self, tasks: dict[str, Task], due: list[tuple[AttemptCandidate, Plan]]) -> None:
         """The oldest due attempts, as many as the budget and the free workers allow."""
-        room = min(self._budget, self._runner.capacity.free)
+        room = min(self._budget, self._runner.workers.free)
         if room <= 0:
             return
         due.sort(key=lambda pair: (pair[1].due, pair[0].slot, pair[0].name))

@@ -10,7 +10,7 @@ the task did: its writes may have overlapped a newer run.
 
 A task's ``timeout``: an ``async def`` task is cancelled at it (``timed_out``).
 A plain function cannot be stopped — Python has no safe way to kill a
-thread — so at the timeout the watchdog (:mod:`cronlease._run.watchdog`)
+thread — so at the timeout the watchdog (:mod:`cronlease._run.workers.watchdog`)
 calls ``on_timeout``, which records the run ``timed_out``, stops renewing
 its lease and warns once; the lease then expires within its TTL and another
 replica may start the task (ShedLock's ``lockAtMostFor``). The lease is
@@ -32,9 +32,9 @@ from typing import Any
 
 from cronlease._events import EventBus, RunStarted
 from cronlease._lease.model import Outcome
-from cronlease._run.active import ActiveRun, ActiveRuns
-from cronlease._run.run_lines import log_started, scheduled_text
-from cronlease._run.watchdog import Watchdog
+from cronlease._run.replica_log.run_lines import log_started, scheduled_text
+from cronlease._run.workers.active import ActiveRun, ActiveRuns
+from cronlease._run.workers.watchdog import Watchdog
 from cronlease._shell_task import STDERR_TAIL_HEADER, CommandTask
 from cronlease._task import RunContext, Task
 from cronlease._timing.schedule import time_of_slot

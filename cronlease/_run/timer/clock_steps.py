@@ -7,7 +7,7 @@ time an hour in the new clock's future: the replica slept for an hour. So the
 timer wakes at least every :data:`WAKE_INTERVAL` seconds and, at each wake,
 compares how far the wall clock moved with how far the monotonic clock did;
 a difference beyond :data:`STEP_THRESHOLD` is a step, and the timer
-re-anchors its jobs at the new wall-clock time (:mod:`cronlease._run.fire`).
+re-anchors its jobs at the new wall-clock time (:mod:`cronlease._run.timer.fire`).
 
 Both are one second. The wake: a step is noticed within a second, so the
 replica fires again within about a second of it (well inside any grace), and

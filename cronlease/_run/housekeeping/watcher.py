@@ -6,7 +6,7 @@ weekly task may have no next acquirer for days. The watcher marks such runs
 fleet-wide, every task in the database included (paused, removed, other
 namespaces): runs still ``running`` whose lease expired or moved on to
 another fence (:meth:`LeaseStore.abandon_expired`). Those of ``recover=True``
-tasks stay candidates of the attempt poll (:mod:`cronlease._run.attempt_poll`),
+tasks stay candidates of the attempt poll (:mod:`cronlease._run.housekeeping.attempt_poll`),
 which recovers them whether or not the watcher saw them first.
 
 It is declared by a scheduler with a task that asks for retries or recovery

@@ -8,7 +8,7 @@ it builds an immutable :class:`FleetView` that the acquirer reads without a
 lock. A clean shutdown deletes the row (:meth:`Membership.stop`); a replica
 that dies stops renewing and its row expires.
 
-The view is an optimisation of who tries a tick first (:mod:`._run.rendezvous`);
+The view is an optimisation of who tries a tick first (:mod:`._run.acquisition.rendezvous`);
 who runs it is decided by the lease row alone. So every doubt makes the
 replica try more, never less:
 
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from cronlease._lease.membership import MemberBeat, Members
 from cronlease._lease.store import LeaseStore
 from cronlease._roles import can_run, encode
-from cronlease._run.rendezvous import Ranking
+from cronlease._run.acquisition.rendezvous import Ranking
 from cronlease._task import Task
 from cronlease.errors import StoreError
 

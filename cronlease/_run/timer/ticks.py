@@ -22,14 +22,14 @@ always within the scheduled tick's grace (its deadline: late pickups of a
 retry, and the check of a lease won too late, use it; the admission grace
 check does not). An ``attempt`` is the second or a later attempt at a slot
 (a retry of a failed run, the recovery of a dead one:
-:mod:`cronlease._run.attempts`), made by the attempt poll
-(:mod:`cronlease._run.attempt_poll`); it carries the attempt it follows
+:mod:`cronlease._run.recording.attempts`), made by the attempt poll
+(:mod:`cronlease._run.housekeeping.attempt_poll`); it carries the attempt it follows
 (:class:`Follows`), is acquired by a compare-and-swap on that attempt's
 fence, and its deadline is the slot's next fire time. A ``manual`` tick (run
 now) is decided by the lease alone, never consumes a scheduled slot and
 never delays or overlaps a scheduled tick on this replica as ``overlap``. A
 tick dispatched to the worker pool takes a worker slot
-(:mod:`cronlease._run.capacity`); an inline one does not.
+(:mod:`cronlease._run.workers.pool`); an inline one does not.
 """
 
 from __future__ import annotations

@@ -1,37 +1,126 @@
 """Recording outcomes and releasing leases: the end of every tick path.
 
-One rule for every run (docs/design.md §4): a run that ended is recorded with
-its outcome and its lease released in one fenced statement — together with
-the other runs that end about then. Runs dispatched from a batch go through
-the finisher thread (:mod:`cronlease._run.finisher`), which groups them, so a
-tick of many short tasks costs about one finishing statement; a run made in
-the caller's thread (catch-up, run now) is recorded at once, as a group of
-one, before its caller gets the outcome. A run that shutdown already
-recorded as interrupted only has its lease released, now that its task
-really returned: a lease is never released while its task executes.
+One rule for every run (docs/design.md §4.8): a run that ended is recorded
+with its outcome and its lease released in one fenced statement — together
+with the other runs that end about then. Runs dispatched from a batch go
+through the finisher thread (:class:`Finisher`), which groups them: runs of
+one batch end at about the same moment, so it waits up to
+FINISH_LINGER_SECONDS for those still going and a tick of many short tasks
+costs about one finishing statement (a release is delayed by at most that; no
+start ever is). A run made in the caller's thread (catch-up, run now) is
+recorded at once, as a group of one, before its caller gets the outcome. A
+run that shutdown already recorded as interrupted only has its lease
+released, now that its task really returned: a lease is never released while
+its task executes.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
 
 from cronlease._events import EventBus, RunFinished
-from cronlease._lease.model import Finish, Outcome
+from cronlease._lease.model import FinishRequest, Outcome
 from cronlease._lease.store import LeaseStore
-from cronlease._run.active import ActiveRun, ActiveRuns
-from cronlease._run.execution import Ended
-from cronlease._run.failure_lines import FailureLines, Finished
-from cronlease._run.finisher import Finisher
-from cronlease._run.run_lines import log_finished
+from cronlease._run.replica_log.failure_lines import FailureLines, Finished
+from cronlease._run.replica_log.run_lines import log_finished
+from cronlease._run.workers.active import ActiveRun, ActiveRuns
+from cronlease._run.workers.execution import Ended
 from cronlease._stats import Stats
 from cronlease.errors import RowRefused, StoreError
 
-__all__ = ["Recorder"]
+__all__ = ["FINISH_LINGER_SECONDS", "Finisher", "Recorder"]
 
 logger = logging.getLogger("cronlease")
+
+#: how long the finisher waits for other runs of a batch to end before it writes
+FINISH_LINGER_SECONDS = 0.02
+
+T = TypeVar("T")
+
+
+class Finisher(Generic[T]):
+    """Collects ended runs and records them in groups, on a thread started on first use."""
+
+    def __init__(self, record: Callable[[list[T]], None]) -> None:
+        self._record = record
+        self._changed = threading.Condition()
+        self._queue: list[T] = []
+        self._running = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def started(self) -> None:
+        """Count a dispatched run as going: the finisher waits for it before writing."""
+        with self._changed:
+            self._running += 1
+
+    def hold(self) -> None:
+        """Count a batch still handing out runs as going, until :meth:`release`.
+
+        Its first runs can end before the last are handed out; without the
+        hold they would be written alone (a transaction more per tick).
+        """
+        self.started()
+
+    def release(self) -> None:
+        with self._changed:
+            self._running -= 1
+            if self._running == 0 and self._queue:
+                self._changed.notify_all()
+
+    def ended(self, item: T) -> None:
+        """A counted run ended: record ``item`` with the others that end about now."""
+        with self._changed:
+            self._running -= 1
+            self._queue.append(item)
+            # The thread waits for a first entry, then for the last run of the
+            # batch to end: wake it for those, not for each of a thousand runs.
+            if len(self._queue) == 1 or self._running == 0:
+                self._changed.notify_all()
+            if self._thread is None or not self._thread.is_alive():
+                self._closed = False
+                self._thread = threading.Thread(
+                    target=self._loop, name="cronlease-finisher", daemon=True
+                )
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            with self._changed:
+                while not self._queue and not self._closed:
+                    self._changed.wait()
+                if not self._queue:
+                    return
+                deadline = time.monotonic() + FINISH_LINGER_SECONDS
+                while self._running > 0 and not self._closed:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._changed.wait(remaining)
+                batch, self._queue = self._queue, []
+            try:
+                self._record(batch)
+            except Exception:  # the thread must outlive any batch it records
+                logger.exception("unexpected error recording %d finished run(s)", len(batch))
+
+    def stop(self) -> threading.Thread | None:
+        """Write what is queued, then stop the thread (started again if runs end later);
+        returns the thread, to be joined within the shutdown's deadline."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+            return self._thread
+
+    def close(self, timeout: float = 10.0) -> None:
+        """:meth:`stop`, then wait up to ``timeout`` for the last write."""
+        thread = self.stop()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=timeout)
 
 
 class Recorder:
@@ -128,7 +217,10 @@ class Recorder:
         """
         try:
             self._store.finish_many(
-                [Finish.of(entry.run.lease, entry.outcome, entry.error) for entry in finishing]
+                [
+                    FinishRequest.of(entry.run.lease, entry.outcome, entry.error)
+                    for entry in finishing
+                ]
             )
         except RowRefused as exc:
             if len(finishing) == 1:
@@ -160,7 +252,7 @@ class Recorder:
         try:
             self._store.finish_many(
                 [
-                    Finish.of(
+                    FinishRequest.of(
                         run.lease,
                         "interrupted",
                         "the scheduler shut down while the run was in progress",
@@ -190,7 +282,9 @@ class Recorder:
         self._stats.add("runs_timed_out")
         error = f"still running past its timeout of {timeout:g} s (the thread cannot be stopped)"
         try:
-            self._store.finish_many([Finish.of(run.lease, "timed_out", error, release=False)])
+            self._store.finish_many(
+                [FinishRequest.of(run.lease, "timed_out", error, release=False)]
+            )
         except StoreError as exc:
             logger.warning("%s: could not record the timeout: %s", run.task.full_name, exc)
 
