@@ -36,13 +36,13 @@ from cronlease._lease.schema import (
     leases,
     members,
 )
-from cronlease._lease.sqlite_file import FileGuard
 from cronlease._roles import MAX_ROLES_LENGTH, decode
 from cronlease.errors import ConfigError
 
 __all__ = [
     "KEPT",
     "MEMBER_COLUMNS",
+    "FileCheck",
     "FleetStatements",
     "FleetStore",
     "Member",
@@ -245,6 +245,13 @@ class FleetStatements:
         return {str(name): int(slot) for name, slot in rows}
 
 
+class FileCheck(Protocol):
+    """The guard of a database file (dialects/sqlite.py, docs/design.md §5.17)."""
+
+    def check(self) -> None:
+        """Raise DatabaseFileChanged once the path names another file."""
+
+
 class _Call(Protocol):
     """:meth:`LeaseStore._call`: run an operation, StoreError for a database failure."""
 
@@ -263,7 +270,7 @@ class FleetStore:
         self,
         statements: FleetStatements,
         call: _Call,
-        file: FileGuard | None = None,
+        file: FileCheck | None = None,
     ) -> None:
         self._statements = statements
         self._call = call

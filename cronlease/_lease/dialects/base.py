@@ -56,7 +56,7 @@ from cronlease._lease.schema import leases, members, runs
 if TYPE_CHECKING:
     from sqlalchemy import Delete
 
-    from cronlease._lease.membership import FleetStatements
+    from cronlease._lease.membership import FileCheck, FleetStatements
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -399,7 +399,7 @@ class Statements(ABC):
         renewal and page connections: side_engines.py): nothing by default."""
         return None
 
-    def file_guard(self, engine: Engine) -> Any:
+    def file_guard(self, engine: Engine) -> FileCheck | None:
         """The guard of ``engine``'s database file (docs/design.md §5.17), whose
         ``check()`` raises once the path names another file; None without one."""
         return None

@@ -13,15 +13,19 @@ parameters to the same statement (:func:`acquire_statement`).
 Engines: WAL, a busy timeout and ``BEGIN IMMEDIATE`` for every transaction (a
 deferred one that later wants to write can fail at once with "database is
 locked"); in-memory databases are refused; the file is guarded against being
-deleted or replaced under the replica (cronlease/_lease/sqlite_file.py).
+deleted or replaced under the replica (:class:`FileGuard`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import threading
 import time
+import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +48,6 @@ from sqlalchemy.engine import URL, Connection, Dialect, Engine
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.sql.elements import ColumnClause
 
-from cronlease._lease import sqlite_file
 from cronlease._lease.dialects.base import (
     HEARTBEAT_TIMEOUT,
     LIMIT,
@@ -60,11 +63,13 @@ from cronlease._lease.dialects.driver import DriverStatement
 from cronlease._lease.membership import FleetStatements
 from cronlease._lease.model import AcquireRequest, FinishRequest, Lease, LeaseState
 from cronlease._lease.schema import leases, members, runs
-from cronlease.errors import ConfigError
+from cronlease.errors import ConfigError, DatabaseFileChanged
 
 __all__ = [
     "SQLITE_BUSY_TIMEOUT_MS",
     "STATEMENTS",
+    "FileGuard",
+    "FileIdentity",
     "SQLiteFleet",
     "SQLiteStatements",
     "sqlite_engine",
@@ -195,7 +200,7 @@ def sqlite_engine(
     def _begin(connection: Any) -> None:
         connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
-    sqlite_file.watch(engine, url)  # a file deleted or replaced under it (design §5.17)
+    watch(engine, url)  # a file deleted or replaced under it (design §5.17)
     return engine
 
 
@@ -222,6 +227,131 @@ def enable_wal(cursor: Any) -> None:
 # SQLite primary result codes of a file that cannot be used now (busy, locked,
 # out of memory, read-only, I/O, corrupt, full, cannot open, lock protocol, not a database)
 NO_ANSWER = frozenset({5, 6, 7, 8, 10, 11, 13, 14, 15, 26})
+# --- the file guard (docs/design.md §5.17) -----------------------------------
+#
+# Whether a SQLite lease file is still the one at its path (docs/design.md §5.17).
+#
+# A replica's pooled connections keep the file they opened. When that file is
+# deleted or another one is moved to its path, they go on using the old one
+# while a replica started afterwards opens (or creates) the new one: two
+# databases, each believing it holds every lease, and every slot runs twice.
+#
+# So the first connection pins the file's identity (``st_dev``, ``st_ino`` of
+# the path once it is open), and
+#
+# - :meth:`FileGuard.check` compares the path with it before every acquisition
+#   batch (one ``stat``, microseconds; no statement), raising
+#   :class:`~cronlease.errors.DatabaseFileChanged`: a replica takes no lease on a
+#   file that is no longer the one at the path;
+# - every later connection is checked as it opens, and refused if it opened a
+#   different file (or created one at the deleted path): heartbeats and
+#   finishes never write to a database the replica did not start on.
+#
+# The identity is only as good as the old file's inode staying allocated: the
+# pooled connections hold it open, so its number cannot be given to a new file.
+# A process that closed every connection to it (``engine.dispose()``) could be
+# fooled by a new file that got the freed number; a running replica never does.
+# The replica does not reopen the new file: the old one holds the lease history
+# and the leases of runs still going, and the new one knows neither (an empty
+# file would let it rerun what the fleet just ran; a restored copy would roll
+# the slot cursors back). A restart is the operator's decision.
+# ``PRAGMA data_version`` is no help here: it says whether other connections
+# wrote to the file this connection has open, not whether the path still names it.
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """A file as the kernel knows it: the same pair means the same file."""
+
+    device: int
+    inode: int
+
+    def __post_init__(self) -> None:
+        if self.device < 0 or self.inode < 0:
+            raise ValueError("a file identity is two non-negative numbers")
+
+    @classmethod
+    def at(cls, path: str) -> FileIdentity | None:
+        """The identity of the file ``path`` names now; None if there is none."""
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        return cls(status.st_dev, status.st_ino)
+
+
+class FileGuard:
+    """Pins the file an engine's first connection opened and tells when the path moved on."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._pinned: FileIdentity | None = None
+
+    @property
+    def pinned(self) -> FileIdentity | None:
+        """The file this engine opened first; None before its first connection."""
+        return self._pinned
+
+    def opened(self) -> None:
+        """A connection just opened the path: pin the file, or refuse a different one."""
+        now = FileIdentity.at(self.path)
+        with self._lock:
+            if self._pinned is None:
+                self._pinned = now
+                return
+            pinned = self._pinned
+        if now != pinned:
+            # A DB-API error, so the pool reports it as a database failure.
+            raise sqlite3.OperationalError(self._message())
+
+    def check(self) -> None:
+        """Raise DatabaseFileChanged if the path no longer names the pinned file."""
+        pinned = self._pinned
+        if pinned is not None and FileIdentity.at(self.path) != pinned:
+            raise DatabaseFileChanged(self._message())
+
+    def _message(self) -> str:
+        now = "no file" if FileIdentity.at(self.path) is None else "another file"
+        return (
+            f"the SQLite lease file {self.path} was deleted or replaced under this replica "
+            f"(the path names {now} now): it takes no lease until it is restarted"
+        )
+
+
+_GUARDS: weakref.WeakKeyDictionary[Engine, FileGuard] = weakref.WeakKeyDictionary()
+
+
+def database_path(url: URL) -> str | None:
+    """The file a SQLite URL opens, absolute (None for a form this guard cannot follow)."""
+    database = url.database or ""
+    if str(url.query.get("uri", "")).lower() in ("true", "1"):
+        if not database.startswith("file:"):
+            return None
+        database = database[len("file:") :].split("?", 1)[0]
+    return os.path.abspath(database) if database else None
+
+
+def watch(engine: Engine, url: URL) -> None:
+    """Guard ``engine``'s SQLite file: pin it at the first connection, check each later one."""
+    path = database_path(url)
+    if path is None:
+        return
+    guard = FileGuard(path)
+    _GUARDS[engine] = guard
+
+    # First among the connect hooks: a connection to another file is refused before
+    # the others switch it to WAL (which would write to it).
+    @event.listens_for(engine, "connect", insert=True)
+    def _opened(_dbapi_connection: Any, _record: Any) -> None:
+        guard.opened()
+
+
+def guard_of(engine: Engine) -> FileGuard | None:
+    """The guard of an engine :func:`watch` set up; None for other engines."""
+    return _GUARDS.get(engine)
+
+
 #: the table ``cronlease_runs`` is rebuilt into by the upgrade for attempts
 REBUILT = "cronlease_runs_upgrade"
 
@@ -392,7 +522,7 @@ class SQLiteStatements(Statements):
         return sqlite_engine(url, connect_args, read_only=read_only, **options)
 
     def file_guard(self, engine: Engine) -> Any:
-        return sqlite_file.guard_of(engine)
+        return guard_of(engine)
 
     def answered(self, orig: object) -> bool | None:
         code = getattr(orig, "sqlite_errorcode", None)
