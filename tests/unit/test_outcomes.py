@@ -14,13 +14,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from cronlease._run.recording.attempts import plan
 from prometheus_client import CollectorRegistry
 
 from cronlease import Scheduler, Task
 from cronlease._lease import outcomes
 from cronlease._lease.model import FINAL_OUTCOMES, AttemptCandidate, FinishRequest
 from cronlease._lease.outcomes import OUTCOMES, Outcome, OutcomeRules
+from cronlease._run.recording.attempts import plan
 from cronlease._status.rules import failure_streak
 from cronlease._timing.schedule import slot_of
 from cronlease.prometheus import instrument
