@@ -18,12 +18,9 @@ from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
 from cronlease import (
-    AcquireRequest,
-    Lease,
     LeaseLostError,
     RunContext,
     RunFinished,
-    RunRecord,
     RunStarted,
     Scheduler,
 )
@@ -33,6 +30,7 @@ from cronlease._run.housekeeping.watcher import STUCK_WATCHER_TASK
 from cronlease._run.recording.attempts import backoff
 from cronlease._task import Liveness
 from cronlease._timing.schedule import slot_of
+from cronlease.store import AcquireRequest, Lease, RunRecord
 from tests.support import attempt_ledger
 from tests.support.attempt_ledger import Entry
 from tests.support.procs import wait_for
