@@ -21,6 +21,7 @@ import pytest
 from cronlease._lease.store import LeaseStore
 from cronlease._run.attempt_poll import ATTEMPTS_PER_PASS, POLL_SECONDS
 from tests.support import ledger
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
@@ -203,6 +204,12 @@ def test_a_crash_of_every_replica_recovers_each_slot_once(
         stop_all(crashed + restarted)
 
 
+@backend_independent(
+    "the backoff and the count of attempts are the attempt poll's arithmetic, in Python",
+    covered_by="contract/test_retries.py::"
+    "test_failing_twice_then_succeeding_runs_attempts_one_to_three, "
+    "contract/test_attempts.py::test_retry_after_a_failure_is_granted_with_the_next_fence",
+)
 @pytest.mark.parametrize("retries", [2, 1])
 def test_a_failing_task_is_retried_by_the_fleet_with_backoff(
     db_url: str, lease_store: LeaseStore, task_name: str, retries: int

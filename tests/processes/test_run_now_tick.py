@@ -15,6 +15,7 @@ import pytest
 
 from cronlease import RunContext, Scheduler
 from tests.support import ledger
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 
 STEP = 10.0
@@ -48,6 +49,11 @@ def _ran(url: str, name: str, slot: int) -> bool:
 
 
 @pytest.mark.slow
+@backend_independent(
+    "a tick refused held is tried again within its grace by the acquirer's timer, in Python",
+    covered_by="contract/test_contract.py::test_manual_acquire_is_refused_while_held, "
+    "contract/test_contract.py::test_manual_run_of_a_new_task_does_not_consume_a_tick",
+)
 def test_run_now_on_another_replica_does_not_cost_the_tick(db_url: str, task_name: str) -> None:
     ledger.setup(db_url)
     replica = Proc("-m", "tests.support.replica", db_url, task_name, "10s")
@@ -64,6 +70,11 @@ def test_run_now_on_another_replica_does_not_cost_the_tick(db_url: str, task_nam
 
 
 @pytest.mark.slow
+@backend_independent(
+    "a tick refused held is tried again within its grace by the acquirer's timer, in Python",
+    covered_by="contract/test_contract.py::test_manual_acquire_is_refused_while_held, "
+    "contract/test_contract.py::test_manual_run_of_a_new_task_does_not_consume_a_tick",
+)
 def test_run_now_on_the_same_replica_does_not_cost_the_tick(db_url: str, task_name: str) -> None:
     ledger.setup(db_url)
     scheduler = _scheduler(db_url, task_name)
