@@ -5,9 +5,11 @@ DIR, "env": {...}}`` from stdin until EOF. It imports the CLI once, then for
 each line forks a child that does what ``python -m cronlease ARGV`` run in
 ``cwd`` with exactly ``env`` does: its own working directory, environment,
 ``sys.path[0]``, local time zone (``TZ``), stdout and stderr (files) and exit
-status (its stdin is ``/dev/null``; a command still running after 60 s gets
-SIGALRM). It prints one JSON line ``{"code": N, "stdout": TEXT, "stderr":
-TEXT}`` per command, in order.
+status (its stdin is ``/dev/null``, or the line's ``"stdin"``; a command still
+running after 60 s gets SIGALRM). It prints one JSON line ``{"code": N,
+"stdout": TEXT, "stderr": TEXT}`` per command, in order. The bytes travel as
+UTF-8 with surrogate escapes (any byte survives the JSON line); ``"binary":
+true`` keeps them so, otherwise newlines are read as ``text=True`` reads them.
 
 Why: a test with sixty malformed config files paid sixty interpreter starts
 and imports (17 s of a CI worker); a fork costs milliseconds. The child has
@@ -40,7 +42,9 @@ from cronlease.cli import main as cli_main
 TIMEOUT_SECONDS = 60
 
 
-def _child(argv: list[str], cwd: str, env: dict[str, str], stdout_fd: int, stderr_fd: int) -> int:
+def _child(
+    argv: list[str], cwd: str, env: dict[str, str], stdin_fd: int, stdout_fd: int, stderr_fd: int
+) -> int:
     signal.alarm(TIMEOUT_SECONDS)
     os.chdir(cwd)
     os.environ.clear()
@@ -50,8 +54,7 @@ def _child(argv: list[str], cwd: str, env: dict[str, str], stdout_fd: int, stder
     importlib.invalidate_caches()
     os.dup2(stderr_fd, 2)
     # the parent's stdout is its JSON stream, its stdin the commands: neither is the child's
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
+    os.dup2(stdin_fd, 0)
     os.dup2(stdout_fd, 1)
     try:
         return cli_main(argv)
@@ -65,8 +68,20 @@ def _child(argv: list[str], cwd: str, env: dict[str, str], stdout_fd: int, stder
         return 1
 
 
+def _text(raw: bytes, binary: bool) -> str:
+    text = raw.decode("utf-8", "surrogateescape")
+    return text if binary else text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def run(command: dict[str, Any]) -> dict[str, Any]:
-    with tempfile.TemporaryFile(mode="w+") as stdout, tempfile.TemporaryFile(mode="w+") as stderr:
+    binary = bool(command.get("binary"))
+    with (
+        tempfile.TemporaryFile() as stdin,
+        tempfile.TemporaryFile() as stdout,
+        tempfile.TemporaryFile() as stderr,
+    ):
+        stdin.write(command.get("stdin", "").encode("utf-8", "surrogateescape"))
+        stdin.seek(0)
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:  # the child never returns into this loop
@@ -76,6 +91,7 @@ def run(command: dict[str, Any]) -> dict[str, Any]:
                     command["argv"],
                     command["cwd"],
                     command["env"],
+                    stdin.fileno(),
                     stdout.fileno(),
                     stderr.fileno(),
                 )
@@ -88,8 +104,8 @@ def run(command: dict[str, Any]) -> dict[str, Any]:
         stderr.seek(0)
         return {
             "code": os.waitstatus_to_exitcode(status),
-            "stdout": stdout.read(),
-            "stderr": stderr.read(),
+            "stdout": _text(stdout.read(), binary),
+            "stderr": _text(stderr.read(), binary),
         }
 
 
@@ -104,7 +120,31 @@ class CliServer:
     def run(
         self, argv: list[str], cwd: Path, env: dict[str, str]
     ) -> subprocess.CompletedProcess[str]:
-        """What ``python -m cronlease ARGV`` run in ``cwd`` with ``env`` answers."""
+        """What ``python -m cronlease ARGV`` run in ``cwd`` with ``env`` answers (text)."""
+        reply = self._ask({"argv": argv, "cwd": str(cwd), "env": env})
+        return subprocess.CompletedProcess(
+            [sys.executable, "-m", "cronlease", *argv],
+            reply["code"],
+            reply["stdout"],
+            reply["stderr"],
+        )
+
+    def run_bytes(
+        self, argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        """The same, with ``stdin`` as its input and its output as bytes, exactly."""
+        command = {"argv": argv, "cwd": str(cwd), "env": env, "binary": True}
+        if stdin is not None:
+            command["stdin"] = stdin.decode("utf-8", "surrogateescape")
+        reply = self._ask(command)
+        return subprocess.CompletedProcess(
+            [sys.executable, "-m", "cronlease", *argv],
+            reply["code"],
+            reply["stdout"].encode("utf-8", "surrogateescape"),
+            reply["stderr"].encode("utf-8", "surrogateescape"),
+        )
+
+    def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             if self._process is None or self._process.poll() is not None:
                 self._process = subprocess.Popen(
@@ -116,19 +156,13 @@ class CliServer:
                     env=self.env,
                 )
             assert self._process.stdin is not None and self._process.stdout is not None
-            command = {"argv": argv, "cwd": str(cwd), "env": env}
             self._process.stdin.write(json.dumps(command) + "\n")
             self._process.stdin.flush()
             line = self._process.stdout.readline()
         if not line:
-            raise AssertionError(f"the command server ended before answering {argv}")
-        reply = json.loads(line)
-        return subprocess.CompletedProcess(
-            [sys.executable, "-m", "cronlease", *argv],
-            reply["code"],
-            reply["stdout"],
-            reply["stderr"],
-        )
+            raise AssertionError(f"the command server ended before answering {command['argv']}")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
 
     def close(self) -> None:
         with self._lock:
