@@ -63,7 +63,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The process tests (marked slow: seconds to a minute each) first, the rest after,
     each group in its usual order: xdist hands tests out in this order, and a
     minute-long test handed out last kept one worker busy while the other idled
-    (longest first shortens the run; the order is the same on every worker)."""
+    (longest first shortens the run; the order is the same on every worker). With
+    ``--dist worksteal`` (pyproject.toml) a worker that runs dry takes the far end of
+    the other's queue: the quick tests, never one a minute long."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

@@ -174,7 +174,10 @@ def test_a_retry_is_counted_as_a_later_attempt_by_its_outcome(db_url: str, task_
     scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-once")
     registry = CollectorRegistry()
 
-    @scheduler.task(every="5s", name=task_name, retries=1, retry_delay=0.2)
+    # anchored a second from now: the first tick then, not up to a period later
+    soon = datetime.fromtimestamp(int(time.time()) + 1, timezone.utc)
+
+    @scheduler.task(every="5s", name=task_name, retries=1, retry_delay=0.2, anchor=soon)
     def flaky(ctx: RunContext) -> None:
         if ctx.attempt == 1:
             raise RuntimeError("the first attempt fails")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -69,6 +70,11 @@ def declare_failing(
     every: str = "5s",
     **options: object,
 ) -> None:
+    """A task failing its attempts up to ``fail_until``; its schedule anchored a second
+    from now, so its first tick comes then, not up to a period later."""
+    anchor = datetime.fromtimestamp(int(time.time()) + 1, timezone.utc)
+    options.setdefault("anchor", anchor)
+
     @scheduler.task(every=every, name=name, **options)  # type: ignore[call-overload]
     def flaky(ctx: RunContext) -> None:
         attempt_ledger.append(db_url, name, ctx)
@@ -130,7 +136,11 @@ def test_failing_twice_then_succeeding_runs_attempts_one_to_three(
 def test_with_one_retry_a_slot_ends_failed_after_two_attempts(db_url: str, task_name: str) -> None:
     attempt_ledger.setup(db_url)
     scheduler = Scheduler(db_url)
-    declare_failing(scheduler, db_url, task_name, fail_until=99, retries=1, retry_delay=DELAY)
+    # every 3 s: the retry (0.2 s of backoff, a poll of 0.5 s) is due long before the next
+    # tick, and the test waits for that next tick
+    declare_failing(
+        scheduler, db_url, task_name, fail_until=99, retries=1, retry_delay=DELAY, every="3s"
+    )
     with running(scheduler):
         # the slot after the one retried has begun: nothing more comes for the first
         slots = wait_for(

@@ -13,6 +13,7 @@ import itertools
 import os
 import re
 import signal
+import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -21,11 +22,23 @@ import pytest
 from cronlease._lease.store import LeaseStore
 from cronlease._run.housekeeping.attempt_poll import ATTEMPTS_PER_PASS, POLL_SECONDS
 from tests.support import ledger
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
 
 TTL = 2.0
+#: how long after a test spawns its replicas their schedule's first tick falls (its
+#: anchor): they have started by then on the CI machine; one that starts later only
+#: waits for the next period, as it would with no anchor
+FIRST_TICK_AFTER = 5
+
+
+def soon() -> str:
+    """An anchor for a test's replicas: its first tick ``FIRST_TICK_AFTER`` s from now."""
+    return str(int(time.time()) + FIRST_TICK_AFTER)
+
+
 RUNNING = re.compile(r"running (\S+) slot=(\d+) attempt=(\d+) recovering=(\w+) key=(\S+)")
 
 
@@ -85,7 +98,7 @@ def test_a_stale_attempt_cannot_commit_after_recovery(
     # SIGSTOP, long before the next fire time, and the test waits for the first tick.
     # The hold (4 s, was 6) only has to outlast the test's SIGSTOP after the "running"
     # line; the stale attempt resumes once the hold has passed and the process continues.
-    procs = replicas(db_url, task_name, 1, 3, hold="4", every="8s")
+    procs = replicas(db_url, task_name, 1, 3, hold="4", every="8s", anchor=soon())
     try:
         holder, name, slot, _, _, _ = wait_for(
             lambda: next(iter(runs_seen(procs)), None), 40, "a first attempt"
@@ -150,7 +163,10 @@ def test_a_crash_of_every_replica_recovers_each_slot_once(
     db_url: str, lease_store: LeaseStore, task_name: str
 ) -> None:
     tasks = 100
-    crashed = replicas(db_url, task_name, tasks, 2, hold="block", workers="128", every="20s")
+    anchor = soon()  # the restarted replicas' schedule is the crashed ones'
+    crashed = replicas(
+        db_url, task_name, tasks, 2, hold="block", workers="128", every="20s", anchor=anchor
+    )
     restarted: list[Proc] = []
     try:
         wait_for(lambda: len(list(runs_seen(crashed))) >= tasks, 40, "every task in flight")
@@ -158,7 +174,9 @@ def test_a_crash_of_every_replica_recovers_each_slot_once(
         assert len(in_flight) == tasks
         for proc in crashed:
             proc.kill()
-        restarted = replicas(db_url, task_name, tasks, 2, workers="128", every="20s", work="0.3")
+        restarted = replicas(
+            db_url, task_name, tasks, 2, workers="128", every="20s", work="0.3", anchor=anchor
+        )
         wait_for(
             lambda: (
                 len({(n, s) for _, n, s, a, _, _ in runs_seen(restarted) if a == 2} & in_flight)
@@ -203,6 +221,12 @@ def test_a_crash_of_every_replica_recovers_each_slot_once(
         stop_all(crashed + restarted)
 
 
+@backend_independent(
+    "the backoff and the count of attempts are the attempt poll's arithmetic, in Python",
+    covered_by="contract/test_retries.py::"
+    "test_failing_twice_then_succeeding_runs_attempts_one_to_three, "
+    "contract/test_attempts.py::test_retry_after_a_failure_is_granted_with_the_next_fence",
+)
 @pytest.mark.parametrize("retries", [2, 1])
 def test_a_failing_task_is_retried_by_the_fleet_with_backoff(
     db_url: str, lease_store: LeaseStore, task_name: str, retries: int
@@ -218,6 +242,7 @@ def test_a_failing_task_is_retried_by_the_fleet_with_backoff(
         3,
         recover="0",
         every="6s",
+        anchor=soon(),
         fail_below="3",
         retries=str(retries),
         retry_delay=f"{delay}s",

@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from cronlease._lease.store import LeaseStore
 from tests.support import ledger
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 
 
@@ -54,6 +55,12 @@ def _outcomes(store: LeaseStore, names: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
+@backend_independent(
+    "a replica takes as many ticks as it has free workers: a count kept in Python",
+    covered_by="contract/test_batch.py::test_a_batch_explains_each_refusal, "
+    "contract/test_unstarted_runs.py::"
+    "test_a_run_that_cannot_be_handed_to_a_worker_is_recorded_and_released",
+)
 def test_two_replicas_with_room_between_them_miss_no_slot(
     db_url: str, task_name: str, store: LeaseStore
 ) -> None:
@@ -94,6 +101,11 @@ def test_two_replicas_with_room_between_them_miss_no_slot(
 
 
 @pytest.mark.slow
+@backend_independent(
+    "a tick with no free worker is skipped before any statement: a count kept in Python",
+    covered_by="contract/test_unstarted_runs.py::"
+    "test_a_run_that_cannot_be_handed_to_a_worker_is_recorded_and_released",
+)
 def test_a_lone_replica_short_of_workers_skips_ticks_as_capacity(
     db_url: str, task_name: str, store: LeaseStore
 ) -> None:

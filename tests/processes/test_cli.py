@@ -32,6 +32,7 @@ from cronlease import LeaseStore
 from cronlease._lease.model import AcquireRequest
 from tests.conftest import url_for
 from tests.support.attempts import abandon_runs, past_slot, record_attempts
+from tests.support.cli_forks import CliServer
 from tests.support.leases import won
 from tests.support.procs import ROOT, process_gone, wait_for
 
@@ -46,12 +47,26 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+#: the module's short commands, each a fork of one interpreter that imported the CLI
+#: (an interpreter start costs about a second of CPU here, and these tests run ~100)
+SERVER = CliServer(ROOT, _env())
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cli_server() -> Iterator[None]:
+    yield
+    SERVER.close()
+
+
 def cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=60, env=_env(env)
-    )
+    """``python -m cronlease ARGS`` in ``cwd``: its exit status, stdout and stderr."""
+    if env:  # a variable the interpreter itself may read at its start: a real one
+        return subprocess.run(
+            [*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=60, env=_env(env)
+        )
+    return SERVER.run(list(args), cwd, _env())
 
 
 def cli_json(*args: str, cwd: Path) -> Any:

@@ -34,6 +34,7 @@ import pytest
 
 from cronlease._timing.schedule import Schedule, time_of_slot
 from tests.support import stepped_replica
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
@@ -89,10 +90,18 @@ def wait_decided(
     not LIBFAKETIME,
     reason="libfaketime is not installed (Debian package 'faketime'; .ci/run installs it)",
 )
+@backend_independent(
+    "step detection, the timer and the refire are the replica's; SQLite is its own clock, "
+    "PostgreSQL a server's",
+    covered_by="contract/test_contract.py::test_future_slot_is_refused, "
+    "contract/test_log_streaks.py::"
+    "test_slots_ahead_of_the_database_clock_are_logged_once_per_streak",
+    on=("sqlite", "postgresql"),
+)
 def test_a_replica_stepped_forward_and_back_refires_at_once_and_never_early_or_twice(
     backend: str, db_url: str, task_name: str, tmp_path: Path
 ) -> None:
-    """On SQLite and PostgreSQL (CI time: a minute of waiting for a cron tick each).
+    """On SQLite and PostgreSQL (a minute of waiting for a cron tick each).
 
     What the server does here is refuse a slot ahead of its own clock and keep
     the cursor, proven on every backend by tests/contract/test_contract.py
@@ -102,8 +111,6 @@ def test_a_replica_stepped_forward_and_back_refires_at_once_and_never_early_or_t
     step detection, the timer and the refire are the replica's (_run/housekeeping/clock_watch.py,
     _timing), the same code on every backend.
     """
-    if backend == "mysql":
-        pytest.skip("a stepped clock runs on SQLite and PostgreSQL (CI time)")
     stepped_replica.setup(db_url)
     every, cron, solo = (f"{task_name}-{kind}" for kind in ("every", "cron", "solo"))
     one_host = db_url.startswith("sqlite")

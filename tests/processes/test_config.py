@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -309,8 +311,26 @@ THROUGH_THE_ENTRY_POINT = ("unknown-key", "missing-file", "unimportable-call")
 
 @pytest.fixture(scope="module")
 def cli_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, Path]]:
-    """Run ``cronlease run`` on every malformed file, each in a process of its own."""
+    """Run ``cronlease run`` on every malformed file, each in a process of its own, once
+    per test run: the first xdist worker to get here runs them, under a lock in the run's
+    shared temporary directory, and leaves the results there for the other."""
+    shared = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        shared = shared.parent  # the run's, above each worker's popen-gw<N>
+    with (shared / "malformed-configs.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        saved = shared / "malformed-configs.json"
+        if saved.exists():
+            return {
+                name: (code, stderr, Path(path))
+                for name, (code, stderr, path) in json.loads(saved.read_text()).items()
+            }
+        results = _run_malformed(tmp_path_factory)
+        saved.write_text(json.dumps({name: [c, e, str(p)] for name, (c, e, p) in results.items()}))
+        return results
 
+
+def _run_malformed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, Path]]:
     paths = {name: _write_case(tmp_path_factory.mktemp(name), CASES[name]) for name in CASES}
 
     def env(folder: Path) -> dict[str, str]:

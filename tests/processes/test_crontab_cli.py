@@ -12,11 +12,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.cli_forks import CliServer
 from tests.support.crontabs import SYSTEM_FILES, expected_commands
 from tests.support.procs import ROOT
 
@@ -25,15 +27,26 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-CLI = [sys.executable, "-m", "cronlease"]
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONLEASE_")}
+    env["PYTHONPATH"] = str(ROOT)  # this tree's cronlease, whatever the venv has installed
+    return env
+
+
+#: each command a fork of one interpreter that imported the CLI, not an interpreter start
+SERVER = CliServer(ROOT, _env())
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cli_server() -> Iterator[None]:
+    yield
+    SERVER.close()
 
 
 def cli(*args: str, cwd: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONLEASE_")}
-    env["PYTHONPATH"] = str(ROOT)  # this tree's cronlease, whatever the venv has installed
-    return subprocess.run(
-        [*CLI, *args], cwd=cwd, input=stdin, capture_output=True, timeout=60, env=env
-    )
+    """``python -m cronlease ARGS`` in ``cwd``, ``stdin`` its input: exit status and bytes."""
+    return SERVER.run_bytes(list(args), cwd, _env(), stdin)
 
 
 def checked(path: Path, cwd: Path) -> Any:

@@ -17,6 +17,7 @@ import pytest
 
 from cronlease._run.acquisition.membership import RENEW_SECONDS
 from tests.support import ledger
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
@@ -85,13 +86,14 @@ def _assert_once_each(db_url: str, prefix: str, *, interrupted: int | None = Non
         assert not missing, (task, sorted(missing))
 
 
+@backend_independent(
+    "which member a tick prefers is rendezvous hashing over the members read, in Python",
+    covered_by="contract/test_fleet.py::test_a_renewal_inserts_renews_and_reads_every_live_member, "
+    "contract/test_fleet.py::test_a_checked_tick_whose_slot_was_taken_costs_no_acquisition",
+)
 def test_runs_spread_over_the_fleet_and_move_to_a_member_that_joins(
-    backend: str, db_url: str, task_name: str
+    db_url: str, task_name: str
 ) -> None:
-    if backend == "mysql":
-        # CI time (~40 s): membership and the slot check on MySQL/MariaDB are proven by
-        # tests/contract/test_fleet.py, the tick path is the same on every backend
-        pytest.skip("the fleet's spread runs on SQLite and PostgreSQL (CI time)")
     ledger.setup(db_url)
     replicas = [_replica(db_url, task_name) for _ in range(3)]
     try:
@@ -118,20 +120,15 @@ def test_runs_spread_over_the_fleet_and_move_to_a_member_that_joins(
     assert tried <= 1.5 * ran + 4 * TASKS, (tried, ran)
 
 
-@pytest.fixture
-def pg_url(backend: str, db_url: str) -> str:
-    """The kill tests on PostgreSQL only: what they prove is the tick path's, the same on
-    every backend (the slot check is proven per backend in tests/contract/test_fleet.py,
-    a kill of a holder per backend in test_recovery.py); each costs ~15 s."""
-    if backend != "postgresql":
-        pytest.skip("kills of a preferred replica run on PostgreSQL (CI time)")
-    return db_url
-
-
+@backend_independent(
+    "a dead member's ticks go to their backup by rendezvous hashing, in Python",
+    covered_by="contract/test_fleet.py::"
+    "test_an_expired_member_is_not_read_and_the_next_renewal_deletes_it, "
+    "processes/test_recovery.py::test_killed_holder_costs_only_the_tick_it_interrupted",
+)
 def test_a_preferred_replica_killed_between_ticks_costs_at_most_the_tick_in_flight(
-    pg_url: str, task_name: str
+    db_url: str, task_name: str
 ) -> None:
-    db_url = pg_url
     ledger.setup(db_url)
     replicas = [_replica(db_url, task_name) for _ in range(3)]
     try:
@@ -156,13 +153,17 @@ def test_a_preferred_replica_killed_between_ticks_costs_at_most_the_tick_in_flig
     _assert_once_each(db_url, task_name, interrupted=killed_ms)
 
 
+@backend_independent(
+    "the tick after a dead preferred holder is a survivor's late pickup, in Python",
+    covered_by="contract/test_fleet.py::test_a_checked_tick_still_free_is_acquired, "
+    "processes/test_recovery.py::test_killed_holder_costs_only_the_tick_it_interrupted",
+)
 def test_a_preferred_replica_killed_mid_run_costs_only_that_run(
-    pg_url: str, task_name: str
+    db_url: str, task_name: str
 ) -> None:
     """Three replicas of one task every 2 s; the victim blocks in the first run it wins
     and is killed then: a survivor runs the very next tick, whichever replica that
     tick prefers (late pickup once the dead run's lease expires), and every later one."""
-    db_url = pg_url
     ledger.setup(db_url)
     survivors = [Proc("-m", "tests.support.replica", db_url, task_name, "2s") for _ in range(2)]
     victim = Proc(

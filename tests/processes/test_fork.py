@@ -10,6 +10,7 @@ import pytest
 
 from cronlease import LeaseStore, RunContext, Scheduler
 from tests.support import ledger
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
@@ -43,6 +44,12 @@ def fork_and_check(url: str, name: str, scheduler: Scheduler, start_in_child: bo
     return os.waitstatus_to_exitcode(status)
 
 
+@backend_independent(
+    "whether a forked child runs ticks is the pid check in Python; PostgreSQL's sockets are "
+    "the connections a child could break",
+    covered_by="contract/test_pool.py::"
+    "test_a_forked_child_never_closes_the_parents_idle_connections",
+)
 @pytest.mark.parametrize("started_before_fork", [False, True])
 def test_scheduler_runs_in_a_forked_child(
     db_url: str, task_name: str, started_before_fork: bool
@@ -68,6 +75,11 @@ def test_scheduler_runs_in_a_forked_child(
     assert len(slots) == len(set(slots))
 
 
+@backend_independent(
+    "a fork pool's children are told from the replica by the pid check in Python",
+    covered_by="contract/test_pool.py::"
+    "test_a_forked_child_never_closes_the_parents_idle_connections",
+)
 def test_children_of_a_fork_pool_run_no_ticks(db_url: str, task_name: str) -> None:
     """A ``multiprocessing`` fork Pool in a running replica: its workers are not
     replicas (no ticks in the ledger, none abandoned when the pool closes)."""

@@ -11,10 +11,16 @@ from __future__ import annotations
 import pytest
 
 from tests.support import ledger
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 
 
 @pytest.mark.slow
+@backend_independent(
+    "renewals take the store's own engine, never the application's pool: a choice in Python",
+    covered_by="contract/test_pool.py::test_the_renewal_connection_closes_once_no_run_renews, "
+    "contract/test_heartbeat.py::test_heartbeats_keep_a_long_run_exclusive",
+)
 def test_a_busy_application_pool_does_not_starve_renewals(db_url: str, task_name: str) -> None:
     ledger.setup(db_url)
     replicas = [Proc("-m", "tests.support.pool_replica", db_url, task_name) for _ in range(2)]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,18 +25,31 @@ from sqlalchemy.engine import make_url
 
 from cronlease import LeaseStore, Scheduler
 from tests.conftest import url_for
+from tests.support.cli_forks import CliServer
+from tests.support.procs import ROOT
 
-CLI = [sys.executable, "-m", "cronlease"]
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\u202eevil\x9b"
 SHOWN = "\\x1b]0;pwned\\x07\\x1b[2J\\u202eevil\\x9b"
 RAW = ("\x1b", "\x07", "\u202e", "\x9b")
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRONLEASE_")}
-    return subprocess.run(
-        [*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=60, env=env
-    )
+    return {**env, "PYTHONPATH": str(ROOT)}  # this tree's cronlease
+
+
+#: each command a fork of one interpreter that imported the CLI, not an interpreter start
+SERVER = CliServer(ROOT, _env())
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cli_server() -> Iterator[None]:
+    yield
+    SERVER.close()
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return SERVER.run(list(args), cwd, _env())
 
 
 def assert_nothing_raw(output: str) -> None:

@@ -10,21 +10,31 @@ side-effect ledger.
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 
 import pytest
 
 from cronlease import RunContext, Scheduler
 from tests.support import ledger
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 
 STEP = 10.0
 MANUAL_SECONDS = 3.5
+#: the ticks fall on an anchor this far after the test begins (its replica or scheduler
+#: has started by then), not on the epoch's ten seconds, up to a whole step away
+FIRST_TICK_AFTER = 6
 
 
-def _scheduler(url: str, name: str) -> Scheduler:
+def _anchor() -> float:
+    return float(int(time.time()) + FIRST_TICK_AFTER)
+
+
+def _scheduler(url: str, name: str, anchor: float) -> Scheduler:
     scheduler = Scheduler(url, history_retention=None)
+    start = datetime.fromtimestamp(anchor, timezone.utc)
 
-    @scheduler.task(every="10s", name=name)
+    @scheduler.task(every="10s", name=name, anchor=start)
     def slow(ctx: RunContext) -> None:
         ledger.append(url, name, ctx.slot)
         if ctx.manual:
@@ -33,10 +43,10 @@ def _scheduler(url: str, name: str) -> Scheduler:
     return scheduler
 
 
-def _before_next_tick(lead: float) -> int:
+def _before_next_tick(lead: float, anchor: float) -> int:
     """Wait until ``lead`` seconds before the next tick at least ``lead`` s away; its slot."""
     now = time.time()
-    tick = (now // STEP + 1) * STEP
+    tick = anchor + ((now - anchor) // STEP + 1) * STEP
     if tick - now < lead + 0.3:
         tick += STEP
     wait_for(lambda: time.time() >= tick - lead, STEP + 5, "the moment to trigger")
@@ -48,13 +58,20 @@ def _ran(url: str, name: str, slot: int) -> bool:
 
 
 @pytest.mark.slow
+@backend_independent(
+    "a tick refused held is tried again within its grace by the acquirer's timer, in Python",
+    covered_by="contract/test_contract.py::test_manual_acquire_is_refused_while_held, "
+    "contract/test_contract.py::test_manual_run_of_a_new_task_does_not_consume_a_tick",
+)
 def test_run_now_on_another_replica_does_not_cost_the_tick(db_url: str, task_name: str) -> None:
     ledger.setup(db_url)
-    replica = Proc("-m", "tests.support.replica", db_url, task_name, "10s")
+    anchor = _anchor()
+    env = {"CRONLEASE_TEST_ANCHOR": f"{anchor:.0f}"}
+    replica = Proc("-m", "tests.support.replica", db_url, task_name, "10s", env=env)
     try:
         replica.expect("started", timeout=60)
-        manual = _scheduler(db_url, task_name)
-        slot = _before_next_tick(1.5)
+        manual = _scheduler(db_url, task_name, anchor)
+        slot = _before_next_tick(1.5, anchor)
         assert manual.run_now(task_name) == "succeeded"
         wait_for(lambda: _ran(db_url, task_name, slot), 10, f"the scheduled tick {slot}")
     finally:
@@ -64,13 +81,19 @@ def test_run_now_on_another_replica_does_not_cost_the_tick(db_url: str, task_nam
 
 
 @pytest.mark.slow
+@backend_independent(
+    "a tick refused held is tried again within its grace by the acquirer's timer, in Python",
+    covered_by="contract/test_contract.py::test_manual_acquire_is_refused_while_held, "
+    "contract/test_contract.py::test_manual_run_of_a_new_task_does_not_consume_a_tick",
+)
 def test_run_now_on_the_same_replica_does_not_cost_the_tick(db_url: str, task_name: str) -> None:
     ledger.setup(db_url)
-    scheduler = _scheduler(db_url, task_name)
+    anchor = _anchor()
+    scheduler = _scheduler(db_url, task_name, anchor)
     scheduler.start()
     try:
         wait_for(lambda: scheduler.runner.schema_ready, 30, "the schema")
-        slot = _before_next_tick(1.5)
+        slot = _before_next_tick(1.5, anchor)
         assert scheduler.run_now(task_name) == "succeeded"
         wait_for(lambda: _ran(db_url, task_name, slot), 10, f"the scheduled tick {slot}")
     finally:

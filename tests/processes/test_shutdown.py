@@ -9,11 +9,18 @@ import pytest
 
 from cronlease._lease.store import LeaseStore
 from tests.support import ledger
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
 
 
+@backend_independent(
+    "shutdown's limit and the heartbeat thread renewing past it are the runner's threads",
+    covered_by="contract/test_heartbeat.py::test_heartbeats_keep_a_long_run_exclusive, "
+    "contract/test_start_stop.py::"
+    "test_start_then_shutdown_during_catch_up_leaves_no_lease_held_and_no_run_running",
+)
 @pytest.mark.parametrize("how", ["shutdown", "shutdown-nowait"])
 def test_a_run_past_the_shutdown_limit_keeps_its_lease_and_records_its_real_outcome(
     db_url: str, task_name: str, how: str

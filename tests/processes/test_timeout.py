@@ -12,11 +12,17 @@ import pytest
 
 from cronlease import LeaseStore
 from tests.support import ledger
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
 
 
+@backend_independent(
+    "the timeout, its warning and the renewals it stops are the runner's, in Python",
+    covered_by="contract/test_contract.py::test_later_slot_is_granted_after_expiry_and_not_before, "
+    "contract/test_contract.py::test_finish_without_release_keeps_the_lease",
+)
 def test_a_hung_sync_task_is_timed_out_and_its_lease_expires(db_url: str, task_name: str) -> None:
     ledger.setup(db_url)
     hung = Proc("-m", "tests.support.hung_replica", db_url, task_name)

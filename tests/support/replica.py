@@ -9,6 +9,8 @@ waits for a ``go`` line before it starts the scheduler, so a test can start
 it on cue without waiting for the interpreter. ``CRONLEASE_TEST_LEDGER`` puts
 the ledger in another database than the leases (a test that deletes the lease file).
 ``CRONLEASE_TEST_JSON_LOG=1`` logs with the README's JSON recipe (tests/support/json_log.py).
+``CRONLEASE_TEST_ANCHOR`` (seconds since the epoch) anchors the schedule there, not at the
+epoch (every scheduler of the task must be given the same: it is part of its fingerprint).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import os
 import sys
 import threading
+from datetime import datetime, timezone
 
 from cronlease import RunContext, Scheduler
 from tests.support import ledger
@@ -39,8 +42,10 @@ def main() -> None:
             level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
         )
     scheduler = Scheduler(url)
+    anchor_at = os.environ.get("CRONLEASE_TEST_ANCHOR")
+    anchor = datetime.fromtimestamp(float(anchor_at), timezone.utc) if anchor_at else None
 
-    @scheduler.task(every=every, name=name, catchup=catchup)
+    @scheduler.task(every=every, name=name, catchup=catchup, anchor=anchor)
     def write_ledger(ctx: RunContext) -> None:
         ledger.append(ledger_url, name, ctx.slot)
         if block:

@@ -15,6 +15,11 @@ Declares COUNT tasks ``PREFIX-0`` .. ``PREFIX-<COUNT-1>``, each ``recover=True``
 - with ``CRONLEASE_TEST_FAIL_BELOW=N`` it then raises while its attempt is below N
   (declared with ``CRONLEASE_TEST_RETRIES`` retries, ``CRONLEASE_TEST_RETRY_DELAY`` apart).
 
+``CRONLEASE_TEST_ANCHOR`` (seconds since the epoch) anchors the schedule there instead
+of at the epoch, so a test's first tick comes when it is ready for it, not up to a whole
+period later; every replica of a test must be given the same one (it is part of the
+schedule's fingerprint).
+
 ``CRONLEASE_TEST_NAMESPACE`` gives the scheduler a namespace (its tasks and its
 stuck watcher's lease row are then the test's own); ``CRONLEASE_TEST_WATCH_EVERY``
 replaces the stuck watcher's minute, so a test waits seconds for its pass — only
@@ -28,6 +33,7 @@ import os
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
@@ -57,6 +63,8 @@ def main() -> None:
     fail_below = int(os.environ.get("CRONLEASE_TEST_FAIL_BELOW", "0"))
     retries = int(os.environ.get("CRONLEASE_TEST_RETRIES", "0"))
     retry_delay = os.environ.get("CRONLEASE_TEST_RETRY_DELAY", "10s")
+    anchor_at = os.environ.get("CRONLEASE_TEST_ANCHOR")
+    anchor = datetime.fromtimestamp(float(anchor_at), timezone.utc) if anchor_at else None
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
     )
@@ -97,6 +105,7 @@ def main() -> None:
     for index in range(count):
         scheduler.task(
             every=every,
+            anchor=anchor,
             name=f"{prefix}-{index}",
             lease_ttl=ttl,
             recover=recover,

@@ -90,13 +90,15 @@ def test_the_delay_is_at_most_a_quarter_of_the_grace(
     runner: TickRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _use(runner, _view(False), monkeypatch)
-    started = time.monotonic()
     _, later = runner.stage([Tick(task, FIRE) for task in _tasks(50, grace=0.2)])
+    # due = the stage's own start + its delay, and that start was at most now: a bound
+    # with no guess of how long stage() took (a fixed 20 ms failed on a loaded machine)
+    staged = time.monotonic()
     assert later
     ranking = Ranking(MEMBERS[0], MEMBERS)
     for due, tick in later:
         place = ranking.place(tick.task.full_name, slot_of(FIRE))
-        assert due - started <= (0.05 if place == BACKUP else 0.1) + 0.02
+        assert due - staged <= (0.05 if place == BACKUP else 0.1)
 
 
 @pytest.mark.parametrize("view", ["none", "alone"])
