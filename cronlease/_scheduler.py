@@ -35,7 +35,7 @@ from cronlease._run.stopping import Deadline
 from cronlease._run.timer.fire import Firing
 from cronlease._stats import Stats
 from cronlease._status import Health, Snapshot
-from cronlease._status.replica import replica_health
+from cronlease._status.replica import health_snapshot, replica_health
 from cronlease._task import Task
 from cronlease._timing.clock import ClockCheck
 from cronlease.errors import ConfigError, SchedulerError, StoreError
@@ -341,6 +341,9 @@ class Scheduler(TaskDeclarations):
         ``database_threshold`` seconds (and why no connection can be made), a task
         overdue or failing, this replica stalled (design §5.17-18, §8). Three statements
         on its pool, unless given the ``snapshot`` read for something else (the page)."""
+        if snapshot is None:
+            # the read first: the replica's state below is then as of its answer
+            snapshot = health_snapshot(self.store, self._tasks.values())
         return replica_health(
             snapshot,
             self._tasks.values(),

@@ -18,11 +18,20 @@ from cronlease._status.model import Health
 from cronlease._status.rules import DeclaredTask, Scrubber, streak_runs
 from cronlease._task import Task
 
-__all__ = ["replica_health"]
+__all__ = ["health_snapshot", "replica_health"]
+
+
+def health_snapshot(store: LeaseStore, tasks: Collection[Task]) -> Snapshot:
+    """The rows health() judges: the tasks' lease rows and their latest ``alert_after + 1``
+    runs (enough to judge a failure streak). Read before the replica's own state is taken,
+    so a read that waits on an unreachable database does not age what the replica says."""
+    declared = [DeclaredTask.of(task) for task in tasks]
+    runs = streak_runs(task.alert_after for task in declared)
+    return read_snapshot(store, declared, runs=runs, orphans=False)
 
 
 def replica_health(
-    snapshot: Snapshot | None,
+    snapshot: Snapshot,
     tasks: Collection[Task],
     *,
     store: LeaseStore,
@@ -33,14 +42,10 @@ def replica_health(
     down_for: float | None,
     problems: list[str],
 ) -> Health:
-    """``snapshot`` None: read one, of the tasks' lease rows and their latest
-    ``alert_after + 1`` runs (enough to judge a failure streak). ``skipped``: the
+    """``snapshot``: the rows to judge (:func:`health_snapshot`). ``skipped``: the
     replica's skipped ticks by task and reason; ``down_for``: how long its database
     has not answered; ``problems``: what it knows is wrong with itself."""
     declared = [DeclaredTask.of(task) for task in tasks]
-    if snapshot is None:
-        runs = streak_runs(task.alert_after for task in declared)
-        snapshot = read_snapshot(store, declared, runs=runs, orphans=False)
     report = build_report(
         snapshot,
         declared,

@@ -65,7 +65,8 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
         super().__init__()
         self._groups = groups
         self._workers = runner.workers
-        self._workers.open()  # the threads of a previous start were closed
+        # this start's threads: close_pool closes these, whatever a later start opens
+        self._close_threads = self._workers.open()
         self._acquirer = Acquirer(runner)
         # the ticks of the current _process_jobs pass, until flush() (scheduler thread)
         self._pending: Fired = []
@@ -113,7 +114,7 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
         deadline.join(self._acquirer_thread, "the acquirer's last batch")
 
     def close_pool(self) -> None:
-        self._workers.close()
+        self._close_threads()
 
 
 def quiet_apscheduler() -> None:

@@ -14,12 +14,13 @@ of threads it can run them on:
   no more runs than slots are handed out, a won run never waits in the queue.
   Daemon threads, unlike ``concurrent.futures``' workers, never keep a process
   alive after shutdown gave up waiting for a task that hangs. Work submitted
-  after :meth:`WorkerPool.close` still runs, on a thread of its own: a run
+  to a closed set of threads still runs, on a thread of its own: a run
   whose lease was won must run (or its lease would block the next tick).
   Each start of the scheduler opens a new set of threads.
 
-Manual runs (run now) and catch-up's inline rounds take no slot: they run in
-the caller's thread, not on a worker. Everything that runs on the pool does.
+Manual runs (run now) and ``run_tick`` take no slot: they run in the caller's
+thread, not on a worker. Everything that runs on the pool does, catch-up and
+further attempts included.
 """
 
 from __future__ import annotations
@@ -88,14 +89,14 @@ class WorkerPool:
         """Run ``work`` on a worker thread (its slot was taken by the caller)."""
         self._threads.submit(work)
 
-    def open(self) -> None:
-        """Threads anew after :meth:`close` (the scheduler started again)."""
-        if self._threads.closed:
-            self._threads = _Threads(self.limit)
-
-    def close(self) -> None:
-        """Let idle threads end; work submitted later runs on a thread of its own."""
-        self._threads.close()
+    def open(self) -> Callable[[], None]:
+        """A new set of threads for a start of the scheduler; returns what closes that set
+        and no other: a shutdown still closing while the next start opens closes its own
+        threads, never the new start's. Closing lets idle threads end; work submitted
+        to a closed set runs on a thread of its own."""
+        threads = _Threads(self.limit)
+        self._threads = threads
+        return threads.close
 
 
 class _Threads:
