@@ -29,6 +29,9 @@ SQLAlchemy's ``QueuePool`` with three changes (docs/design.md §8):
   A server that did not answer (down, unreachable) costs nothing to ask and is
   asked again at once, so the replica is back the moment it is. The store's
   pool and its renewal pool share one gate.
+- **the fork gate** (:data:`FORK_GATE`, SQLite engines only): ``os.fork()`` waits
+  until no connection of a watched engine is on loan, so no SQLite transaction
+  of another thread is open at the fork (docs/design.md §5.13).
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Engine
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.pool.base import ConnectionPoolEntry
 from sqlalchemy.util import queue as sqla_queue
@@ -54,9 +59,11 @@ from cronlease._lease.dialects import installed_backends
 __all__ = [
     "BACKOFF_CAP",
     "BACKOFF_FIRST",
+    "FORK_GATE",
     "OVERFLOW_WAIT",
     "ConnectGate",
     "ConnectState",
+    "ForkGate",
     "StorePool",
     "Sweeper",
     "server_refused",
@@ -72,6 +79,10 @@ BACKOFF_FIRST = 0.5
 BACKOFF_CAP = 15.0
 # when a record was last checked in (monotonic), in its connection's info
 _RETURNED = "cronlease_returned_at"
+# the thread a watched connection is on loan to, in its record's info (ForkGate)
+_LOANED_TO = "cronlease_loaned_to"
+#: how long a fork waits for watched connections to come back before it goes ahead
+FORK_WAIT = 10.0
 
 
 @dataclass(frozen=True)
@@ -377,15 +388,111 @@ class Sweeper:
         self._wake_at = None
 
 
+class ForkGate:
+    """Holds ``os.fork()`` until no connection of a watched engine is on loan.
+
+    SQLite keeps its lock bookkeeping per process, shared by every connection to
+    a file, and ``fork`` copies it while the file locks themselves stay with the
+    parent: a fork during another thread's write transaction leaves a child that
+    believes it holds the write lock, and every write it tries is busy, forever
+    (SQLite's rule: no connection open across a fork). gunicorn ``--preload``
+    forks workers while the master's scheduler threads write. A connection is on
+    loan from checkout to checkin, and SQLite transactions live inside a loan, so
+    a fork that waits for loans to end meets none. While a fork waits, threads
+    that hold no loan wait to borrow; one that holds a loan may borrow more (it
+    would otherwise wait for itself). A loan of the forking thread itself cannot
+    be waited for; a fork waits :data:`FORK_WAIT` seconds at most, then warns and
+    goes ahead. Forks without a watched connection on loan (``subprocess`` does
+    not call fork hooks at all) cost one lock.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._loans: dict[int, list[str]] = {}  # thread ident -> files it holds
+        self._forks = 0  # forks waiting or under way in this process
+
+    def watch(self, engine: Engine, label: str) -> None:
+        """Count ``engine``'s connections on loan; ``label`` names its file in warnings."""
+
+        def checkout(_dbapi: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+            if _LOANED_TO not in record.info:  # a retried checkout is one loan
+                record.info[_LOANED_TO] = self._borrow(label)
+
+        def checkin(_dbapi: Any, record: ConnectionPoolEntry) -> None:
+            ident = record.info.pop(_LOANED_TO, None)
+            if ident is not None:
+                self._give_back(ident, label)
+
+        event.listen(engine, "checkout", checkout)
+        event.listen(engine, "checkin", checkin)
+
+    def _borrow(self, label: str) -> int:
+        me = threading.get_ident()
+        with self._changed:
+            while self._forks and me not in self._loans:
+                self._changed.wait()
+            self._loans.setdefault(me, []).append(label)
+        return me
+
+    def _give_back(self, ident: int, label: str) -> None:
+        with self._changed:
+            held = self._loans.get(ident)
+            if held is None:
+                return  # lent before a fork, given back in the child
+            held.remove(label)
+            if not held:
+                del self._loans[ident]
+            self._changed.notify_all()
+
+    def before_fork(self) -> None:
+        me = threading.get_ident()
+        deadline = time.monotonic() + FORK_WAIT
+        with self._changed:
+            self._forks += 1
+            others = [t for t in self._loans if t != me]
+            while others:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+                others = [t for t in self._loans if t != me]
+            files = sorted({f for t, held in self._loans.items() for f in held})
+        if files:
+            logger.warning(
+                "forking while a SQLite connection is in use (%s): the child may be unable "
+                "to write to it; fork before starting the scheduler, or start it in the child",
+                ", ".join(files),
+            )
+
+    def after_fork_in_parent(self) -> None:
+        with self._changed:
+            self._forks -= 1
+            self._changed.notify_all()
+
+    def after_fork_in_child(self) -> None:
+        """Loans were the parent's threads', which the child does not have."""
+        self._changed = threading.Condition()
+        self._loans = {}
+        self._forks = 0
+
+
 _GATES: weakref.WeakSet[ConnectGate] = weakref.WeakSet()
 SWEEPER = Sweeper()
+FORK_GATE = ForkGate()
 
 
 def _after_fork_in_child() -> None:
+    FORK_GATE.after_fork_in_child()
     SWEEPER.after_fork()
     for gate in list(_GATES):
         gate.after_fork()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    # Registered when the lease layer is first imported, so before the scheduler's
+    # own hook: a scheduler restarted in the child borrows from a fresh gate.
+    os.register_at_fork(
+        before=FORK_GATE.before_fork,
+        after_in_parent=FORK_GATE.after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )

@@ -5,8 +5,12 @@ it was started before the fork with ``restart_after_fork=True`` (gunicorn
 from __future__ import annotations
 
 import os
+import sqlite3
+import threading
+from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from cronlease import LeaseStore, RunContext, Scheduler
 from tests.support import ledger
@@ -100,3 +104,62 @@ def test_children_of_a_fork_pool_run_no_ticks(db_url: str, task_name: str) -> No
     finally:
         store.dispose()
     assert outcomes == {"succeeded"}, outcomes
+
+
+def child_can_write(path: Path) -> int:
+    """In the child: 0 if a write transaction on ``path`` commits within 5 s.
+
+    Plain ``sqlite3``: SQLite keeps its lock bookkeeping per process, for every
+    connection to the file, so any new connection in the child (the child's own
+    scheduler's, as here) meets what the fork copied."""
+    try:
+        conn = sqlite3.connect(path, timeout=5, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("UPDATE cronlease_leases SET paused = paused")
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        return 0
+    except BaseException:
+        return 1
+
+
+def test_a_fork_while_another_thread_writes_to_sqlite_leaves_the_child_able_to_write(
+    tmp_path: Path, task_name: str
+) -> None:
+    """gunicorn ``--preload`` forks workers while the master's scheduler threads write.
+
+    A fork inside another thread's SQLite write transaction copied SQLite's
+    per-process lock bookkeeping (this process holds the write lock) into a child
+    that holds no lock at all: every write the child tried was refused as busy,
+    forever. The fork now waits for the transaction to end. Here a thread holds a
+    write transaction open until the fork has happened, or for 1 s at most: the
+    fork waits out that second; before, it came at once and the child could not
+    write."""
+    path = tmp_path / "cronlease.db"
+    store = LeaseStore.from_url(f"sqlite:///{path}")
+    store.create_tables()
+    store.pause(task_name)  # a row to write to
+    in_transaction, forked = threading.Event(), threading.Event()
+
+    def write_until_forked() -> None:
+        with store.engine.begin() as conn:
+            conn.execute(text("UPDATE cronlease_leases SET paused = paused"))
+            in_transaction.set()
+            forked.wait(1.0)
+
+    writer = threading.Thread(target=write_until_forked)
+    writer.start()
+    try:
+        assert in_transaction.wait(10)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(child_can_write(path))
+        forked.set()
+        _, status = os.waitpid(pid, 0)
+    finally:
+        forked.set()
+        writer.join()
+        store.dispose()
+    assert os.waitstatus_to_exitcode(status) == 0, "the forked child could not write the file"

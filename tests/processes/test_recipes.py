@@ -142,7 +142,7 @@ class Recipe:
             body = answered()
             return body is not None
 
-        wait_for(check, 20, f"{url} to answer 200; logs:\n{self.logs()}")
+        wait_for(check, 20, lambda: f"{url} to answer 200; logs:\n{self.logs()}")
         assert body is not None
         return body
 
@@ -159,15 +159,17 @@ class Recipe:
         wait_for(
             up,
             20,
-            f"{processes} processes with a working scheduler (saw {self.alive_pids()}); "
-            f"logs:\n{self.logs()}",
+            lambda: (
+                f"{processes} processes with a working scheduler "
+                f"(saw {self.alive_pids()}); logs:\n{self.logs()}"
+            ),
         )
         alive = self.alive_pids()
         baseline = len(self.runs())
         wait_for(
             lambda: len(self.runs()) >= baseline + TICKS,
             TICKS + 8,
-            f"{TICKS} runs after every worker was up; logs:\n{self.logs()}",
+            lambda: f"{TICKS} runs after every worker was up; logs:\n{self.logs()}",
         )
         return alive
 

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
 
 from cronlease._lease.database import normalize_url
+from cronlease._lease.pool import FORK_GATE
 
 _metadata = MetaData()
 ledger = Table(
@@ -28,8 +29,13 @@ ledger = Table(
 
 @cache
 def _engine(url: str) -> Engine:
-    connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
-    return create_engine(normalize_url(url), poolclass=NullPool, connect_args=connect_args)
+    if not url.startswith("sqlite"):
+        return create_engine(normalize_url(url), poolclass=NullPool)
+    engine = create_engine(normalize_url(url), poolclass=NullPool, connect_args={"timeout": 30})
+    # a test that forks a running scheduler forks this process's ledger writes too:
+    # held like cronlease's own SQLite connections (a child could not write otherwise)
+    FORK_GATE.watch(engine, url)
+    return engine
 
 
 def setup(url: str) -> None:

@@ -130,14 +130,16 @@ def process_gone(pid: int) -> bool:
 def wait_for(
     predicate: Callable[[], T],
     timeout: float = 5.0,
-    message: str = "",
+    message: str | Callable[[], str] = "",
     *,
     interval: float = 0.05,
 ) -> T:
     """Poll ``predicate`` until it returns something truthy; return that value.
 
     Fails the test after ``timeout`` seconds. This is the only way tests wait:
-    a sleep that guesses how long something takes is either slow or flaky.
+    a sleep that guesses how long something takes is either slow or flaky. A
+    callable ``message`` is called at the timeout: a message that shows state
+    (what was seen, the logs) shows it then, not as it was when the wait began.
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -145,5 +147,6 @@ def wait_for(
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {message or predicate}")
+            said = message() if callable(message) else message
+            raise AssertionError(f"timed out after {timeout} s waiting for {said or predicate}")
         time.sleep(interval)

@@ -62,6 +62,7 @@ from cronlease._lease.dialects.base import (
 from cronlease._lease.dialects.driver import DriverStatement
 from cronlease._lease.membership import FleetStatements
 from cronlease._lease.model import AcquireRequest, FinishRequest, Lease, LeaseState
+from cronlease._lease.pool import FORK_GATE
 from cronlease._lease.schema import leases, members, runs
 from cronlease.errors import ConfigError, DatabaseFileChanged
 
@@ -201,6 +202,7 @@ def sqlite_engine(
         connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     watch(engine, url)  # a file deleted or replaced under it (design §5.17)
+    FORK_GATE.watch(engine, str(url.database))  # no fork inside a transaction (§5.13)
     return engine
 
 
@@ -545,6 +547,8 @@ class SQLiteStatements(Statements):
         @event.listens_for(engine, "begin")
         def _begin(connection: Any) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+        FORK_GATE.watch(engine, str(engine.url.database))
 
     def file_missing(self, url: Any) -> bool:
         database = url.database

@@ -161,9 +161,9 @@ class Membership:
         self, task_set: Callable[[], str], namespace: str | None, *, renew_now: bool = True
     ) -> None:
         """Start renewing. With ``renew_now`` the first renewal is made here, on the
-        calling thread (``Scheduler.start``): no other thread then has a statement in
-        flight when start returns, for a fork that follows (docs/design.md §5.13);
-        without (the database did not answer at start), the member thread makes it."""
+        calling thread (``Scheduler.start``): the replica is a member, and knows the
+        fleet, when start returns; without (the database did not answer at start),
+        the member thread makes it at once."""
         self._task_set = task_set
         self._namespace = namespace or ""
         self._stopping = threading.Event()
