@@ -304,16 +304,22 @@ class Scheduler(TaskDeclarations):
         return self._hurry
 
     def hurry(self) -> None:
-        """End every wait of a shutdown in progress now (a second signal); signal-safe."""
+        """End every wait of a shutdown in progress now (a second signal)."""
         self._hurry = True
 
     def run_forever(self) -> None:
         """Start; block until SIGINT, SIGTERM or :meth:`shutdown` from elsewhere; then stop
         (within :attr:`shutdown_grace`; a second signal stops its waiting at once)."""
-        with stop_signals(self._stop_requested.set, self.hurry):
+        signalled = threading.Event()
+
+        def stop() -> None:
+            signalled.set()  # start() clears the stop request: a signal before it stays
+            self._stop_requested.set()
+
+        with stop_signals(stop, self.hurry):
             try:
                 self.start()
-                while not self._stop_requested.wait(1.0):
+                while not signalled.is_set() and not self._stop_requested.wait(1.0):
                     pass
             finally:
                 self.shutdown(wait=True)
