@@ -49,6 +49,7 @@ from cronlease._run.acquisition.skips import Skips
 from cronlease._run.acquisition.slot_check import SlotCheck
 from cronlease._run.acquisition.staging import Staging
 from cronlease._run.recording.recorder import Recorder
+from cronlease._run.replica_log.log_streaks import one_line_per_kind
 from cronlease._run.replica_log.outage import OutageLog
 from cronlease._run.replica_log.pulse import Pulse
 from cronlease._run.stopping import Deadline
@@ -201,6 +202,17 @@ class TickRunner:
         *,
         inline: bool,
         wait_for_capacity: bool = False,
+    ) -> Decision:
+        # a batch's per-task lines, one per kind (200 late ticks: one line, not 200)
+        with one_line_per_kind():
+            return self._decide_batch(ticks, dispatch, inline, wait_for_capacity)
+
+    def _decide_batch(
+        self,
+        ticks: Sequence[Tick],
+        dispatch: Dispatch | None,
+        inline: bool,
+        wait_for_capacity: bool,
     ) -> Decision:
         accepting = not self._stopped.is_set()
         if accepting:  # ticks tried after the rendezvous delay: a slot taken costs no lock

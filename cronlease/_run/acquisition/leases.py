@@ -43,7 +43,7 @@ from cronlease._run.acquisition.admission import Candidate
 from cronlease._run.acquisition.membership import Membership
 from cronlease._run.acquisition.side_thread import SideThread
 from cronlease._run.acquisition.skips import Skips
-from cronlease._run.replica_log.log_streaks import LogStreaks
+from cronlease._run.replica_log.log_streaks import LogStreaks, say
 from cronlease._run.replica_log.outage import OutageLog
 from cronlease._run.timer.ticks import Decision, Tick
 from cronlease._stats import Stats
@@ -181,7 +181,10 @@ class Acquisition:
                 self._streaks.ended(tick.task.full_name, "future")
             if isinstance(result, Lease):
                 if tick.kind == "retry":
-                    logger.info(
+                    say(
+                        logger,
+                        logging.INFO,
+                        tick.task.full_name,
                         "%s: tick %s: taken over once the previous holder's lease expired",
                         tick.task.full_name,
                         tick.fire_time.isoformat(),
@@ -225,7 +228,10 @@ class Acquisition:
         assert follows is not None
         if isinstance(result, Lease):
             self._stats.add("attempts_started")
-            logger.info(
+            say(
+                logger,
+                logging.INFO,
+                tick.task.full_name,
                 "%s: slot %s: attempt %d starts (%s)",
                 tick.task.full_name,
                 candidate.request.slot,
@@ -247,7 +253,10 @@ class Acquisition:
     def _row_refused(self, candidate: Candidate, error: RowRefused) -> None:
         tick = candidate.tick
         self._skips.skipped(tick.task, candidate.request.slot, "error")
-        logger.error(
+        say(
+            logger,
+            logging.ERROR,
+            tick.task.full_name,
             "%s: tick %s skipped: the database refused its row: %s",
             tick.task.full_name,
             tick.fire_time.isoformat(),
@@ -262,7 +271,10 @@ class Acquisition:
         if time.time() + wait > candidate.pickup_until:
             return None
         tick = candidate.tick
-        logger.info(
+        say(
+            logger,
+            logging.INFO,
+            tick.task.full_name,
             "%s: tick %s: an earlier run's lease is still held; trying again when it expires "
             "in %.3f s",
             tick.task.full_name,

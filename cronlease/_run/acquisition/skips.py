@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from cronlease._events import EventBus, SkipReason, TickSkipped
-from cronlease._run.replica_log.log_streaks import LogStreaks
+from cronlease._run.replica_log.log_streaks import LogStreaks, say
 from cronlease._run.timer.ticks import Tick
 from cronlease._stats import Stats
 from cronlease._task import Task
@@ -80,7 +80,10 @@ class Skips:
         admission refused (the acquisition answered that late)."""
         self._stats.add("ticks_missed")
         self.skipped(task, slot, "misfire")
-        logger.warning(
+        say(
+            logger,
+            logging.WARNING,
+            task.full_name,
             "%s: tick %s not run: its lease was won %.3f s past its grace "
             "(the database was slow to answer); released",
             task.full_name,

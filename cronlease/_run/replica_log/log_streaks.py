@@ -22,6 +22,16 @@ running" — and the summary every ``summary_every`` while it lasts. A task of
 Only the log lines are per streak: the stats counters and ``TickSkipped``
 events stay per tick (the callers keep them). Thread-safe: the acquirer
 thread and inline runs (catch-up, run-now) report to the same streaks.
+
+**One line per kind and batch.** Streaks are per task: 200 tasks that fall due
+together on a CPU-starved replica each started a streak at the same instant,
+200 WARNING lines, then 200 more as they ended — the rest of the log unreadable
+and the logging itself costing the CPU the replica lacked. So a batch of ticks
+(one pass of the tick path on one thread) is said inside
+:func:`one_line_per_kind`: the per-task lines of that pass (these streaks, a
+lease won too late, a takeover, a late pickup, an attempt starting, a row
+refused) are held, and each kind is logged once, the first task's line with
+the count and names of the others (:func:`say`).
 """
 
 from __future__ import annotations
@@ -29,13 +39,56 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["SUMMARY_EVERY", "LogStreaks"]
+__all__ = ["NAMES_SHOWN", "SUMMARY_EVERY", "LogStreaks", "one_line_per_kind", "say"]
 
 #: while a streak lasts, how often a line says how many ticks it has cost so far
 SUMMARY_EVERY = 600.0
+#: the other tasks a line of a batch names before "and N more"
+NAMES_SHOWN = 5
+
+# this thread's batch: (logger, level, message) -> [(task, args)], in first-said order
+_held = threading.local()
+
+
+@contextmanager
+def one_line_per_kind() -> Iterator[None]:
+    """Hold the lines :func:`say` is given on this thread inside; then log each kind (one
+    message) once: the first task's line, and how many more tasks, which, said the same.
+    Nested, the outermost batch says them."""
+    if getattr(_held, "lines", None) is not None:
+        yield
+        return
+    lines: dict[tuple[logging.Logger, int, str], list[tuple[str, tuple[object, ...]]]] = {}
+    _held.lines = lines
+    try:
+        yield
+    finally:
+        _held.lines = None
+        for (logger, level, message), said in lines.items():
+            _, args = said[0]
+            if len(said) == 1:
+                logger.log(level, message, *args)
+                continue
+            others = [task for task, _ in said[1:]]
+            names = ", ".join(others[:NAMES_SHOWN])
+            if len(others) > NAMES_SHOWN:
+                names += f" and {len(others) - NAMES_SHOWN} more"
+            logger.log(
+                level, message + " — and %d more task(s) alike: %s", *args, len(others), names
+            )
+
+
+def say(logger: logging.Logger, level: int, task: str, message: str, *args: object) -> None:
+    """Log a line about ``task`` now, or with its kind at the end of this thread's batch."""
+    lines = getattr(_held, "lines", None)
+    if lines is None or not logger.isEnabledFor(level):
+        logger.log(level, message, *args)
+        return
+    lines.setdefault((logger, level, message), []).append((task, args))
 
 
 @dataclass
@@ -72,8 +125,10 @@ class LogStreaks:
         """One more tick of ``task`` skipped for ``reason``; logs ``message % args`` if it
         starts a streak. ``what`` says what happened to the ticks in the count lines."""
         if self._one_more(task, reason, what, quiet=False):
-            self._logger.log(
+            say(
+                self._logger,
                 self._level,
+                task,
                 message + " (%s; the next ones are counted until one is not)",
                 *args,
                 reason,
@@ -98,8 +153,10 @@ class LogStreaks:
             since = now - streak.started
             more = streak.count - streak.logged_count
             streak.logged_count, streak.logged_at = streak.count, now
-        self._logger.log(
+        say(
+            self._logger,
             self._level,
+            task,
             "%s: %d more tick(s) %s (%s); %d in a row over %.0f s, and counting",
             task,
             more,
@@ -119,8 +176,10 @@ class LogStreaks:
         if streak is None:
             return
         if streak.quiet:
-            self._logger.log(
+            say(
+                self._logger,
                 self._level,
+                task,
                 "%s: skipped %d of the last %d ticks: %s",
                 task,
                 streak.count,
@@ -130,8 +189,10 @@ class LogStreaks:
             return
         if streak.count == 1:
             return  # the one warning said it all
-        self._logger.log(
+        say(
+            self._logger,
             self._level,
+            task,
             "%s: %d tick(s) in a row %s (%s) over %.0f s; this one was not",
             task,
             streak.count,
