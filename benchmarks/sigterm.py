@@ -1,17 +1,20 @@
 """SIGTERM under CPU load: many foreground replicas, each sent one SIGTERM at a random
 moment of its life; how many fail to exit within the deadline (hangs).
 
-Each replica is ``Scheduler.run_forever()`` with a few tasks every second on one
-SQLite file, forked from this warm interpreter (a fresh interpreter per replica
-would spend the machine on imports), then sent SIGTERM after a random delay
-(counted from its call of ``run_forever``: start-up, the stop-wait, a tick in
-flight) while ``--burners`` busy loops keep
-both cores loaded. A replica still alive ``--deadline`` seconds after its
-SIGTERM is a hang: its stack is printed (py-spy, when installed), then it is
-killed. ``--tree DIR`` measures the cronlease of another checkout (an older main).
+Each replica is ``Scheduler.run_forever()`` with ``--tasks`` tasks every second
+on one SQLite file, forked from this warm interpreter (a fresh interpreter per
+replica would spend the machine on imports), then sent SIGTERM after a random
+delay (counted from its call of ``run_forever``: start-up, the stop-wait, a
+tick in flight) while ``--burners`` busy loops keep both cores loaded. Many
+tasks keep the acquirer holding the GIL for milliseconds each second: the main
+thread, woken from its wait, waits for the GIL while holding the wait's lock —
+the window where a handler that takes that lock hangs. A replica still alive
+``--deadline`` seconds after its SIGTERM is a hang: its stack is printed
+(py-spy, when installed), then it is killed. ``--tree DIR`` measures the
+cronlease of another checkout (an older main).
 
     python benchmarks/sigterm.py [--signals 1000] [--parallel 8] [--burners 2]
-                                 [--deadline 20] [--tree DIR] [--json FILE]
+                                 [--tasks 200] [--deadline 20] [--tree DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from pathlib import Path
 from _common import header, table, write_json
 
 
-def replica(url: str, index: int, ready: int) -> None:
+def replica(url: str, index: int, ready: int, tasks: int) -> None:
     """In the forked child: a foreground replica until its signal; never returns.
     Writes to ``ready`` as it calls ``run_forever`` (the signal's delay counts from there)."""
     code = 1
@@ -39,7 +42,7 @@ def replica(url: str, index: int, ready: int) -> None:
         from cronlease import Scheduler
 
         scheduler = Scheduler(url, shutdown_grace=5, history_retention=None)
-        for task in range(5):
+        for task in range(tasks):
             scheduler.add_task(lambda: None, every="1s", name=f"sigterm-{index % 8}-{task}")
         os.write(ready, b"r")
         scheduler.run_forever()
@@ -73,6 +76,7 @@ def main() -> None:
     parser.add_argument("--signals", type=int, default=1000)
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--burners", type=int, default=2)
+    parser.add_argument("--tasks", type=int, default=200, help="tasks per replica, every 1 s")
     parser.add_argument("--deadline", type=float, default=20.0)
     parser.add_argument("--tree", help="a checkout whose cronlease to measure")
     parser.add_argument("--json")
@@ -103,7 +107,7 @@ def main() -> None:
                 pid = os.fork()
                 if pid == 0:
                     os.close(ready)
-                    replica(url, sent + len(live), ready_w)
+                    replica(url, sent + len(live), ready_w, args.tasks)
                 os.close(ready_w)
                 os.set_blocking(ready, False)
                 live[pid] = Child(ready)
