@@ -27,6 +27,7 @@ from cronlease._roles import replica_roles
 from cronlease._run.housekeeping.attempt_poll import AttemptPoll
 from cronlease._run.housekeeping.clock_watch import ClockWatch
 from cronlease._run.housekeeping.pruning import housekeeping_task
+from cronlease._run.housekeeping.watcher import watcher_task
 from cronlease._run.lifecycle import interrupt_at_exit, stop_replica
 from cronlease._run.runner import TickRunner
 from cronlease._run.signals import stop_signals
@@ -131,7 +132,7 @@ class Scheduler(TaskDeclarations):
         self._catch_up: CatchUp | None = None
         self._attempts: AttemptPoll | None = None
         self._stop_requested = threading.Event()
-        # set by a second signal (from a handler: a plain flag); ends every shutdown wait
+        # set by a second signal (on the signals thread); ends every shutdown wait
         self._hurry = False
         self._lock = threading.RLock()
         housekeeping = housekeeping_task(
@@ -139,6 +140,9 @@ class Scheduler(TaskDeclarations):
         )
         if housekeeping is not None:
             self._tasks[housekeeping.full_name] = housekeeping
+        # whatever the tasks ask: a dead run of any task must not stay "running" (§4.11)
+        watcher = watcher_task(self.store, namespace)
+        self._tasks[watcher.full_name] = watcher
 
         self._default_holder = holder is None
         _SCHEDULERS.add(self)
