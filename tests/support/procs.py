@@ -33,10 +33,13 @@ ROOT = Path(__file__).resolve().parents[2]
 class Proc:
     """A child process whose stdout lines are read by a thread, so reads can time out."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
+    ) -> None:
+        """``prefix``: a command that execs Python (``ip netns exec NAME``)."""
         self.stderr_file = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives with the process)
         self.popen = subprocess.Popen(
-            [sys.executable, *args],
+            [*prefix, sys.executable, *args],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -12,10 +12,11 @@ import threading
 
 
 class TcpProxy:
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+    def __init__(self, upstream_host: str, upstream_port: int, host: str = "127.0.0.1") -> None:
         self.upstream = (upstream_host, upstream_port)
+        self.host = host  # the address it listens on
         probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         self.port: int = probe.getsockname()[1]
         probe.close()
         self._listener: socket.socket | None = None
@@ -25,7 +26,7 @@ class TcpProxy:
     def up(self) -> None:
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
+        listener.bind((self.host, self.port))
         listener.listen(64)
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()

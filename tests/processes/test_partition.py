@@ -1,0 +1,126 @@
+"""A replica cut off from its database by a real network partition, mid-run.
+
+Replica A lives in a network namespace of the test's own and reaches
+PostgreSQL through a veth pair; replica B runs beside the database. While A
+runs the long task, every packet from the database to A is dropped (iptables
+in A's namespace: a blackhole, not a refusal — A's connections hang as on a
+real network) for longer than the lease TTL, then the rule goes. Required:
+A's run sees ``ctx.lost`` before B starts the task; no slot runs twice at the
+ledger; A starts nothing while cut off; A runs ticks again within 30 s of the
+healing. The partition is of the network, not of a backend's SQL: on
+PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests.conftest import REQUIRED, url_for
+from tests.support import ledger, netns
+from tests.support.procs import Proc, wait_for
+from tests.support.tcpproxy import TcpProxy
+
+pytestmark = pytest.mark.slow
+
+CUT_FOR = 10.0  # seconds: five lease TTLs
+
+
+def starts(proc: Proc, name: str) -> list[tuple[int, float]]:
+    """(slot, time) of each run of ``name`` the replica said it started."""
+    found = []
+    for line in proc.drain():
+        words = line.split()
+        if words[:2] == ["start", name]:
+            found.append((int(words[2]), float(words[3])))
+    return found
+
+
+def lost_at(proc: Proc, name: str) -> float | None:
+    for line in proc.drain():
+        words = line.split()
+        if words[:2] == ["lost", name]:
+            return float(words[3])
+    return None
+
+
+def test_a_replica_cut_off_mid_run_loses_its_lease_first_and_comes_back(
+    tmp_path: Path, task_name: str
+) -> None:
+    problem = netns.problem()
+    if problem is not None:
+        if "netns" in REQUIRED:
+            pytest.fail(f"{problem} (CRONLEASE_TEST_REQUIRE names netns)")
+        pytest.skip(problem)
+    url = url_for("postgresql", tmp_path)
+    ledger.setup(url)
+    parsed = make_url(url)
+    long = f"{task_name}-long"
+    with netns.Namespace() as ns:
+        proxy = TcpProxy(parsed.host or "127.0.0.1", parsed.port or 5432, host=ns.host_address)
+        proxy.up()
+        a_url = parsed.set(host=ns.host_address, port=proxy.port)
+        a = Proc(
+            "-m",
+            "tests.support.partition_replica",
+            a_url.render_as_string(hide_password=False),
+            task_name,
+            prefix=ns.exec,
+        )
+        b: Proc | None = None
+        try:
+            a.expect("started", 60)
+            wait_for(lambda: starts(a, long), 30, "A running the long task")
+            b = Proc("-m", "tests.support.partition_replica", url, task_name)
+            b.expect("started", 60)
+            assert lost_at(a, long) is None, "A's run ended before the cut"
+            ns.cut()
+            cut_at = time.time()
+            try:
+                wait_for(lambda: lost_at(a, long), 15, "A's run told its lease is lost")
+                wait_for(lambda: starts(b, long), 20, "B taking the long task over")
+                time.sleep(max(0.0, cut_at + CUT_FOR - time.time()))  # the partition lasts
+            finally:
+                ns.heal()
+            healed_at = time.time()
+
+            def a_runs_again() -> bool:
+                rows = ledger.rows_like(url, task_name)
+                return any(pid == a.popen.pid and slot / 1000 > healed_at for _, slot, pid in rows)
+
+            wait_for(a_runs_again, 30, "A running ticks again after the healing")
+            assert a.terminate(30) == 0, a.stderr()
+            assert b.terminate(30) == 0, b.stderr()
+        finally:
+            for proc in (a, b):
+                if proc is not None:
+                    proc.kill()
+            proxy.down()
+    lost = lost_at(a, long)
+    assert lost is not None
+    taken_over = min(at for _, at in starts(b, long))
+    assert lost < taken_over, f"B started the task {lost - taken_over:.3f} s before A knew"
+    rows = ledger.rows_like(url, task_name)
+    slots = [(name, slot) for name, slot, _ in rows]
+    assert len(slots) == len(set(slots)), "a slot ran twice"
+    # A started nothing while it could not reach the database (a statement answered just
+    # before the cut may start a run a moment after it)
+    names = [long, *(f"{task_name}-{index}" for index in range(8))]
+    during = [
+        (name, slot, at)
+        for name in names
+        for slot, at in starts(a, name)
+        if cut_at + 0.5 < at < healed_at
+    ]
+    assert not during, during
+    said = [
+        line
+        for line in a.stderr().splitlines()
+        if " WARNING " in line or " ERROR " in line
+        if cut_at <= float(line.split()[0]) <= healed_at + 30
+    ]
+    print(f"A's warnings and errors from the cut to 30 s after the healing ({len(said)}):")
+    print("\n".join(said))
