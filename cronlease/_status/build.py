@@ -158,7 +158,10 @@ def _task_status(
     since: datetime | None,
 ) -> TaskStatus:
     acquired = row is not None and row.fence > 0  # a row made by pause was never acquired
-    upcoming = task.schedule.upcoming(now, 1) if task is not None and task.enabled else []
+    # a paused task fires nothing until it is resumed: it has no next fire time to show
+    paused = row is not None and row.paused
+    runs_next = task is not None and task.enabled and not paused
+    upcoming = task.schedule.upcoming(now, 1) if task is not None and runs_next else []
     return TaskStatus(
         name=name,
         task=task.task if task is not None else name,

@@ -204,8 +204,10 @@ class TaskStatus:
             raise ValueError("a running task has a holder")
         if (self.state == "running") != (self.running and self.state != "paused"):
             raise ValueError(f"state {self.state!r} contradicts running={self.running}")
-        if self.next_fire is not None and (not self.enabled or self.next_fire.tzinfo is None):
-            raise ValueError("only an enabled task has a next fire time, and it is aware")
+        if self.next_fire is not None and (
+            not self.enabled or self.state == "paused" or self.next_fire.tzinfo is None
+        ):
+            raise ValueError("only an enabled, unpaused task has a next fire time, and it is aware")
         if self.overdue and not (self.enabled and self.state == "idle"):
             raise ValueError("only an enabled, idle task can be overdue")
         _check_utc("lease_expires_at", self.lease_expires_at)

@@ -130,6 +130,7 @@ def test_json_has_the_same_data(scheduler: Scheduler, task_name: str) -> None:
     assert bad["runs"][0]["outcome"] == "failed" and XSS in bad["runs"][0]["error"]
     assert bad["last_success_at"] is None
     assert paused["paused"] is True and paused["state"] == "paused" and paused["runs"] == []
+    assert paused["next_fire_time"] is None  # it fires nothing until resumed
     assert ok["next_fire_time"].endswith(".000Z")  # a UTC schedule: UTC, written Z
     next_fire = datetime.fromisoformat(ok["next_fire_time"].replace("Z", "+00:00"))
     # the first fire after the moment the report was made, to the millisecond (not
