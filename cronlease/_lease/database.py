@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import URL, Engine, make_url
@@ -53,11 +54,23 @@ def normalize_url(url: str | URL) -> URL:
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
-        raise ConfigError(f"database URL {redact(str(url))!r} is not a valid URL") from exc
+        raise ConfigError(_not_a_url(str(url))) from exc
     driver = DRIVERS.get(parsed.drivername)
     if driver is not None:
         parsed = parsed.set(drivername=driver)
     return parsed
+
+
+def _not_a_url(given: str) -> str:
+    """Say what was given (its secrets hidden); a file path is most likely a SQLite file."""
+    shown = redact_secrets(given)
+    if "@" in shown:  # user:password@host without a scheme: nothing marks the password
+        shown = "***@" + shown.rsplit("@", 1)[1]
+    message = f"database URL {shown!r} is not a valid URL"
+    looks_like_a_path = "/" in given or Path(given).suffix in (".db", ".sqlite", ".sqlite3")
+    if looks_like_a_path and "://" not in given and "@" not in given and " " not in given:
+        message += f" (a SQLite file? sqlite:///{Path(given).expanduser()})"
+    return message
 
 
 def redact(url: str | URL) -> str:

@@ -30,13 +30,20 @@ from cronlease._lease.dialects.base import members_lack_roles, upgrade_needed
 from cronlease._lease.recovery import describe_error
 from cronlease._lease.schema import members, metadata, runs
 from cronlease._roles import MAX_ROLES_LENGTH
+from cronlease._safe_text import redact_secrets
 from cronlease.errors import StoreError
 
 __all__ = ["create_tables", "upgrade_needed"]
 
 logger = logging.getLogger("cronlease")
 
-_FAILED = "creating the cronlease tables failed: "
+
+def _failed(engine: Engine, exc: SQLAlchemyError) -> StoreError:
+    """Which database it was: SQLite's "unable to open database file" names no file."""
+    where = redact_secrets(engine.url.render_as_string(hide_password=True))
+    return StoreError(f"creating the cronlease tables in {where} failed: {describe_error(exc)}")
+
+
 #: the column added to ``cronlease_members`` of versions before roles
 ROLES_COLUMN = f"roles VARCHAR({MAX_ROLES_LENGTH}) NOT NULL DEFAULT ''"
 
@@ -48,7 +55,7 @@ def create_tables(engine: Engine) -> None:
         try:
             conn = engine.connect()
         except SQLAlchemyError as exc:
-            raise StoreError(_FAILED + describe_error(exc)) from exc
+            raise _failed(engine, exc) from exc
         try:
             with conn:
                 with conn.begin():
@@ -58,13 +65,13 @@ def create_tables(engine: Engine) -> None:
                 conn.rollback()  # the inspection's implicit transaction
                 if needed:
                     backend.upgrade_runs(conn)
-                    logger.info("cronlease: upgraded %s for attempts (issue 13)", runs.name)
+                    logger.info("cronlease: upgraded %s for attempts", runs.name)
                 if no_roles:
                     backend.add_member_roles(conn, ROLES_COLUMN)
-                    logger.info("cronlease: added roles to %s (issue 16)", members.name)
+                    logger.info("cronlease: added roles to %s", members.name)
             return
         except SQLAlchemyError as exc:
             # Another replica created a table between our check and our CREATE.
             if attempt == 4:
-                raise StoreError(_FAILED + describe_error(exc)) from exc
+                raise _failed(engine, exc) from exc
             time.sleep(0.05 * (attempt + 1))
