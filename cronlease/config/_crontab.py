@@ -205,21 +205,64 @@ def _comment(text: str) -> str:
     return escape_controls(text, keep="\t")
 
 
+# Naming a task after its command: the work it does, not the shell around it. Debian's
+# cron.d entries guard the work (`[ -x /usr/sbin/logcheck ] && ...`, `if ...; then
+# nice -n10 /usr/sbin/logcheck -R; fi`): their first word is `if`, `test` or `[`.
+_SEPARATOR = re.compile(r"(&&|\|\||[;|&{}()])")
+_CLAUSE_WORDS = {"then", "do", "else", "elif"}  # a new simple command starts after them
+_KEYWORDS = {"if", "fi", "while", "until", "done", "for", "case", "esac", "!", "time"}
+_CHECKS = {"[", "[[", "test", "true", "false", ":", "cd", "which", "type", "sleep"}  # not work
+_SUBSTITUTION = re.compile(r"\$\([^()]*\)|`[^`]*`")  # $(date +%d) in a test: not a command
+_SHELL_C = re.compile(r"""\b(?:sh|bash|dash)\s+-c\s+(['"])(.*?)\1""")  # sh -c 'the command'
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_WRAPPERS = {"sh", "bash", "dash", "env", "nice", "ionice", "nohup", "chronic", "exec"}
+_WRAPPERS_WITH_ONE_ARGUMENT = {"flock", "timeout"}  # a lock file, a duration, then the command
+_NAMED_BY_ARGUMENT = {"run-parts", "invoke-rc.d", "service", "systemctl"}  # the thing they run
+
+
 def _name_for(command: str) -> str:
-    """A readable task name from the program a command runs."""
-    words = command.split()
-    while words and _ASSIGNED.match(words[0]):
-        words.pop(0)  # FOO=bar program ...
-    program = os.path.basename(words[0]) if words else ""
-    if (
-        program in {"cd", "sh", "bash", "env", "nice", "ionice", "flock", "timeout"}
-        and len(words) > 1
-    ):
-        candidates = [w for w in words[1:] if not w.startswith("-") and not w.isdigit()]
-        if candidates:
-            program = os.path.basename(candidates[-1 if program == "cd" else 0])
-    slug = re.sub(r"[^a-z0-9]+", "-", program.lower()).strip("-")
-    return slug or "job"
+    """A readable task name: the program the command's first piece of work runs."""
+    for words in _simple_commands(command):
+        program = _program_of(words)
+        if program:
+            slug = re.sub(r"[^a-z0-9]+", "-", program.lower()).strip("-")
+            if slug:
+                return slug
+    return "job"
+
+
+def _simple_commands(command: str) -> list[list[str]]:
+    text = _SHELL_C.sub(lambda found: found[2], _SUBSTITUTION.sub(" ", command))
+    # a quoted argument is one word, whatever it holds (perl -e 'sleep int(rand(43200))')
+    text = _QUOTED.sub(lambda found: "SLEEP" if found[0][1:].startswith("sleep") else "Q", text)
+    found: list[list[str]] = [[]]
+    for token in _SEPARATOR.sub(r" \1 ", text).split():
+        if _SEPARATOR.fullmatch(token) or token in _CLAUSE_WORDS:
+            found.append([])
+        else:
+            found[-1].append(token)
+    return [words for words in found if words]
+
+
+def _program_of(words: list[str]) -> str | None:
+    while words and (words[0] in _KEYWORDS or _ASSIGNED.match(words[0])):
+        words = words[1:]  # if ..., ! ..., FOO=bar program ...
+    while words:
+        program, arguments = os.path.basename(words[0]), words[1:]
+        if words[0] in _CHECKS or (program == "command" and "-v" in arguments):
+            return None
+        if arguments[:2] == ["-e", "SLEEP"]:  # perl -e 'sleep int(rand(43200))': a delay
+            return None
+        positional = [w for w in arguments if not w.startswith("-") and not _ASSIGNED.match(w)]
+        if program in _WRAPPERS or program == "command":
+            words = [w for w in positional if not w.isdigit()]  # nice 10 X, sh -c 'X ...'
+        elif program in _WRAPPERS_WITH_ONE_ARGUMENT:
+            words = positional[1:]
+        elif program in _NAMED_BY_ARGUMENT and positional:
+            return os.path.basename(positional[-1 if program == "run-parts" else 0])
+        else:
+            return program
+    return None
 
 
 def _unique(name: str, taken: set[str]) -> str:

@@ -204,3 +204,39 @@ def test_refused_lines_are_kept_as_comments_in_the_partial_translation() -> None
     assert "# NOT TRANSLATED c:1 (@reboot" in result.toml
     assert "\x1b" not in result.toml  # escaped in the comment and in the string
     assert tomllib.loads(result.toml)["tasks"]["backup-sh"]["command"] == "backup.sh\x1b"
+
+
+def test_tasks_are_named_after_the_work_not_the_shell_around_it() -> None:
+    """Debian's cron.d entries guard their work (``[ -x X ] && ...``, ``if ...; then X;
+    fi``, ``test -x X || ...``): named after their first word they were ``if``,
+    ``if-2``, ``test``, ``command``; they are named after the program they run."""
+    names = {}
+    for path in SYSTEM_FILES:
+        result = translate_crontab(
+            path.read_text(encoding="utf-8"), source=path.name, system=True, timezone="UTC"
+        )
+        names[path.name] = list(tomllib.loads(result.toml)["tasks"])
+    assert names["mdadm"] == ["checkarray"]
+    assert names["zfsutils-linux"] == ["trim", "scrub"]
+    assert names["php"] == ["sessionclean"]
+    assert names["anacron"] == ["anacron"]
+    assert names["certbot"] == ["certbot"]  # after its random delay (perl -e 'sleep ...')
+    assert names["sysstat"] == ["debian-sa1", "debian-sa1-2"]
+    assert names["crontab"] == ["cron-hourly", "cron-daily", "cron-weekly", "cron-monthly"]
+    shell = {"if", "test", "command", "then", "fi", "job", "date", "sleep", "perl"}
+    assert not {name.rsplit("-", 1)[0] for found in names.values() for name in found} & shell
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        ("FOO=bar /usr/bin/backup --full", "backup"),
+        ("flock -n /tmp/x.lock /opt/job.sh", "job-sh"),
+        ("nice -n 10 ionice -c3 /usr/bin/updatedb", "updatedb"),
+        ('bash -c "cd /srv && ./deploy.sh"', "deploy-sh"),
+        ("if [ -x /usr/sbin/logcheck ]; then nice -n10 /usr/sbin/logcheck -R; fi", "logcheck"),
+    ],
+)
+def test_wrappers_and_guards_are_looked_through(command: str, name: str) -> None:
+    result = translate_crontab(f"0 3 * * * {command}\n", source="crontab", timezone="UTC")
+    assert list(tomllib.loads(result.toml)["tasks"]) == [name]
