@@ -155,7 +155,14 @@ def is_overdue(
     if row is not None and (row.paused or row.expires_at >= db_now):
         return False
     cursor = row.slot if row is not None and row.slot >= 0 else None
-    floors = [t for t in (since, None if cursor is None else time_of_slot(cursor)) if t]
+    # the lease's last expiry too: ticks inside a held lease are skipped, and a resume
+    # marks the lease free at that moment (ticks due while paused were skipped on purpose)
+    freed = (
+        datetime.fromtimestamp(row.expires_at, timezone.utc)
+        if row is not None and row.expires_at > 0
+        else None
+    )
+    floors = [t for t in (since, None if cursor is None else time_of_slot(cursor), freed) if t]
     if not floors:
         return False
     now = datetime.fromtimestamp(db_now, timezone.utc)

@@ -10,7 +10,7 @@ import pytest
 from cronlease import Scheduler
 from cronlease._lease.model import AcquireRequest
 from cronlease._run.housekeeping.pruning import HOUSEKEEPING_TASK
-from tests.support.leases import won
+from tests.support.leases import set_lease_end, won
 from tests.support.procs import wait_for
 
 
@@ -26,11 +26,37 @@ def test_overdue_task_is_reported_until_paused(db_url: str, task_name: str) -> N
     )
     assert lease is not None
     scheduler.store.finish(lease, "succeeded")
+    set_lease_end(scheduler.store, task_name, 61.0)  # that run ended in 1970, not just now
     report = scheduler.health()
     assert not report.ok and report.overdue == (task_name,)
     assert f"{task_name} is overdue" in report.problems
     scheduler.pause(task_name)
     assert scheduler.health().ok
+
+
+def test_a_resumed_task_is_not_overdue_for_the_ticks_it_was_paused_through(
+    db_url: str, task_name: str
+) -> None:
+    """Paused past its next tick, then resumed: ticks due while paused were skipped on
+    purpose, so nothing is overdue before the first tick after the resume (a readiness
+    probe on ``status --check`` took pods out of service after a pause and resume)."""
+    scheduler = Scheduler(db_url)
+    scheduler.add_task(lambda: None, every="1h", name=task_name)
+    scheduler.runner.ensure_schema()
+    lease = won(
+        scheduler.store.acquire(
+            AcquireRequest(name=task_name, slot=3_600_000, ttl=1, holder="long-ago", tolerance=1)
+        )
+    )
+    assert lease is not None
+    scheduler.store.finish(lease, "succeeded")
+    scheduler.pause(task_name)
+    assert scheduler.health().ok
+    scheduler.resume(task_name)
+    report = scheduler.health()
+    assert report.ok, report.problems
+    [row] = scheduler.store.leases([task_name])
+    assert not row.paused and not row.held(scheduler.store.database_time())  # free to run
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ from cronlease._lease.model import AcquireRequest
 from tests.conftest import url_for
 from tests.support.attempts import abandon_runs, past_slot, record_attempts
 from tests.support.cli_forks import CliServer
-from tests.support.leases import won
+from tests.support.leases import set_lease_end, won
 from tests.support.procs import ROOT, process_gone, wait_for
 
 CLI = [sys.executable, "-m", "cronlease"]
@@ -613,6 +613,7 @@ def test_status_check_fails_on_an_overdue_task_and_shows_clock_skew(tmp_path: Pa
     )
     assert old is not None
     store.finish(old, "succeeded")
+    set_lease_end(store, "beat", old.slot / 1000 + 1)  # that run ended then, not just now
     store.dispose()
     result = cli("status", "--check", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr

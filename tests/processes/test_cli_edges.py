@@ -72,7 +72,9 @@ def test_status_fits_100_columns_flags_overdue_and_has_a_wide_view(tmp_path: Pat
     store = LeaseStore.from_url(url)
     store.create_tables()
     record_attempts(store, "report", past_slot(180), ["succeeded"])
-    record_attempts(store, "beat", past_slot(60), ["succeeded"])  # every 1s: overdue now
+    beat = past_slot(60)
+    record_attempts(store, "beat", beat, ["succeeded"])  # every 1s: overdue now
+    set_lease_end(store, "beat", beat / 1000 + 1)  # that run ended then, not just now
     record_attempts(store, "flaky", past_slot(120), ["failed"])
     record_attempts(store, "flaky", past_slot(60), ["timed_out"])  # 2 in a row
     store.dispose()

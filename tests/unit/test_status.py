@@ -43,18 +43,26 @@ def lease(
     name: str,
     *,
     slot: datetime | None = None,
-    expires_in: float = -5.0,
+    expires_in: float | None = None,
     fence: int = 3,
     paused: bool = False,
     holder: str = "web-1:42:abc123#00ff00ff00ff00ff",
 ) -> LeaseInfo:
+    """A lease row; unless ``expires_in`` says otherwise, its run released the lease a
+    second after its slot (5 s ago when it has none)."""
+    if expires_in is not None:
+        expires_at = DB_NOW + expires_in
+    elif slot is not None:
+        expires_at = slot.timestamp() + 1.0
+    else:
+        expires_at = DB_NOW - 5.0
     return LeaseInfo(
         name=name,
         holder=holder,
         fence=fence,
         slot=-1 if slot is None else slot_of(slot),
         acquired_at=DB_NOW - 10,
-        expires_at=DB_NOW + expires_in,
+        expires_at=expires_at,
         paused=paused,
         fingerprint=None,
     )

@@ -285,7 +285,18 @@ class Statements(ABC):
             )
             .values(fence=new_fence)
         )
-        self._resume = update(leases).where(leases.c.name == name_param).values(paused=False)
+        # Resuming also marks the lease free as of now (as release does), unless a run
+        # holds it: the status counts overdue ticks from there, not through the pause.
+        self._resume = (
+            update(leases)
+            .where(leases.c.name == name_param)
+            .values(
+                paused=False,
+                expires_at=case(
+                    (leases.c.expires_at < now, now - 0.001), else_=leases.c.expires_at
+                ),
+            )
+        )
         self._now = select(now)
         # The run row a winner records in the acquiring transaction (SQLite; the other
         # backends write it in their own acquisition SQL).
