@@ -12,7 +12,7 @@
  * "guard:" line; tests/unit/test_lease_model.py compares those lines with the WHERE
  * clauses of the compiled PostgreSQL statements, so a guard cannot change in one
  * place only. Every step prints one line when a trail is replayed (spin -t), which
- * spec/trail.py turns into the counterexample's story; pan prints nothing.
+ * tests/support/spin_model.py turns into the counterexample's story; pan prints nothing.
  *
  * Mutations, one at a time (spin -DNAME): NO_EXPIRY, NO_HB_FENCE, NO_NONCE_CHECK,
  * NO_SLOT_CURSOR, NO_HOLDER_MATCH. LOST_WRITES adds a standby that misses commits
