@@ -14,8 +14,8 @@
  * place only. Every step prints one line when a trail is replayed (spin -t), which
  * tests/support/spin_model.py turns into the counterexample's story; pan prints nothing.
  *
- * Mutations, one at a time (spin -DNAME): NO_EXPIRY, NO_HB_FENCE, NO_NONCE_CHECK,
- * NO_SLOT_CURSOR, NO_HOLDER_MATCH. LOST_WRITES adds a standby that misses commits
+ * Mutations, one at a time (spin -DNAME): NO_EXPIRY, NO_REACQUIRE_EXPIRY, NO_HB_FENCE,
+ * NO_NONCE_CHECK, NO_SLOT_CURSOR, NO_HOLDER_MATCH. LOST_WRITES adds a standby that misses commits
  * and one failover to it; the properties that hold only without lost writes are then
  * checked only until the failover (SAFE_WITHOUT_LOSS).
  */
@@ -58,6 +58,11 @@
 #define G_EXPIRED 1
 #else
 #define G_EXPIRED (l_exp < now)
+#endif
+#ifdef NO_REACQUIRE_EXPIRY
+#define G_CAS_EXPIRED 1
+#else
+#define G_CAS_EXPIRED (l_exp < now)
 #endif
 #ifdef NO_SLOT_CURSOR
 #define G_CURSOR(s) 1
@@ -374,7 +379,7 @@ end:
         nonces++; req_n[r] = nonces;
         /* guard: reacquire: leases.name = :b_name AND leases.fence = :b_fence AND leases.slot = :b_slot AND NOT leases.paused AND leases.expires_at < now */
         if
-        :: l_exists && l_fence == req_f[r] && l_slot == req_s[r] && G_EXPIRED ->
+        :: l_exists && l_fence == req_f[r] && l_slot == req_s[r] && G_CAS_EXPIRED ->
             l_holder = req_n[r]; l_fence = l_fence + 1; l_exp = now + TTL; won = l_fence;
             issue(won);
             /* guard: abandon others: runs.name = :b_name AND runs.outcome = 'running' AND (runs.fence < :b_fence OR runs.holder != :b_holder) */

@@ -60,6 +60,7 @@ def test_lost_writes_weaker_properties_hold(spin: None, tmp_path: Path) -> None:
 # Each mutation removes one guard; the property its counterexample breaks.
 MUTATIONS = {
     "NO_EXPIRY": "P2_no_overlap_while_both_unexpired",
+    "NO_REACQUIRE_EXPIRY": "P2_no_overlap_while_both_unexpired",
     "NO_HB_FENCE": "P3_stale_holder_cannot_write",
     "NO_NONCE_CHECK": "P1_one_start_per_slot_attempt",
     "NO_SLOT_CURSOR": "P1_one_start_per_slot_attempt",
