@@ -1,0 +1,470 @@
+/*
+ * The lease protocol of cronlease, for SPIN (docs/design.md, "What the model checks").
+ *
+ * One task, NR = 2 replicas, slots 1..NS, attempts 1..NA. Every step that touches the
+ * database is atomic: the database executes a statement or a transaction as one step,
+ * at its own clock `now`. Each replica is one process choosing, at every step, among
+ * the next actions of its threads (acquirer, worker, heartbeat, attempt poll), so every
+ * interleaving of their statements is explored; a process that is not scheduled while
+ * the clock advances is a paused (SIGSTOPped, swapping) process that resumes later.
+ *
+ * Every database step names the statement it abstracts and declares its guard on a
+ * "guard:" line; tests/unit/test_lease_model.py compares those lines with the WHERE
+ * clauses of the compiled PostgreSQL statements, so a guard cannot change in one
+ * place only. Every step prints one line when a trail is replayed (spin -t), which
+ * tests/support/spin_model.py turns into the counterexample's story; pan prints nothing.
+ *
+ * Mutations, one at a time (spin -DNAME): NO_EXPIRY, NO_REACQUIRE_EXPIRY, NO_HB_FENCE,
+ * NO_NONCE_CHECK, NO_SLOT_CURSOR, NO_HOLDER_MATCH. LOST_WRITES adds a standby that misses commits
+ * and one failover to it; the properties that hold only without lost writes are then
+ * checked only until the failover (SAFE_WITHOUT_LOSS).
+ */
+
+#define NR 2            /* the overlap property below names both replicas */
+#ifndef NS
+#define NS 2
+#endif
+#define NA 2            /* attempt 1: the tick's acquisition; 2: one retry or recovery */
+#define GAP 2           /* clock ticks between slots: slot s is due at s * GAP */
+#define TTL 2           /* lease length */
+#define TOL 0           /* future-slot tolerance, in ticks */
+#define CLOCK_ERR 1     /* a replica's clock error: its timer fires up to this early */
+#ifndef MAXT
+#define MAXT 6          /* the clock stops here: the horizon of the exhaustive check */
+#endif
+#ifndef MAXCRASH
+#define MAXCRASH 1
+#endif
+#define RUNS (NS * NA)
+#define RIX(s, a) (((s) - 1) * NA + (a) - 1)
+
+/* run outcomes (cronlease/_lease/outcomes.py) */
+#define NONE 0
+#define RUNNING 1
+#define DONE 2
+#define FAILED 3
+#define ABANDONED 4
+#define LOST 5
+
+/* a replica's phase */
+#define IDLE 0
+#define UNKNOWN 1       /* an acquisition's connection broke: its outcome is not known */
+#define REFENCE 2       /* won with a fence this replica saw issued before */
+#define RUN 3           /* its worker executes the task */
+#define CAND 4          /* read an attempt candidate; about to reacquire */
+
+/* The guards a mutation removes (one at a time): each is 1 under its mutation. */
+#ifdef NO_EXPIRY
+#define G_EXPIRED 1
+#else
+#define G_EXPIRED (l_exp < now)
+#endif
+#ifdef NO_REACQUIRE_EXPIRY
+#define G_CAS_EXPIRED 1
+#else
+#define G_CAS_EXPIRED (l_exp < now)
+#endif
+#ifdef NO_SLOT_CURSOR
+#define G_CURSOR(s) 1
+#else
+#define G_CURSOR(s) (l_slot < (s))
+#endif
+#ifdef NO_NONCE_CHECK
+#define G_NONCE(n) 1
+#else
+#define G_NONCE(n) (l_holder == (n))
+#endif
+#if defined(NO_HB_FENCE)
+#define G_HB(r) 1
+#elif defined(NO_HOLDER_MATCH)
+#define G_HB(r) (l_fence == lf[r])
+#else
+#define G_HB(r) (l_fence == lf[r] && l_holder == ln[r])
+#endif
+#ifdef NO_HOLDER_MATCH
+#define G_HOLDER(h, r) 1
+#else
+#define G_HOLDER(h, r) ((h) == ln[r])
+#endif
+
+/* --- the database: the lease row and the run rows, indexed by (slot, attempt) ------ */
+bool l_exists;
+byte l_holder;          /* the winning attempt's nonce (the holder#nonce column) */
+byte l_fence;
+byte l_slot;            /* the slot cursor */
+byte l_exp;             /* expires_at */
+byte r_out[RUNS];
+byte r_fence[RUNS];
+byte r_holder[RUNS];
+byte now = 0;           /* the database clock */
+
+#ifdef LOST_WRITES
+/* the standby: the primary as of the last commit it received */
+bool s_exists; byte s_holder; byte s_fence; byte s_slot; byte s_exp;
+byte s_out[RUNS]; byte s_rfence[RUNS]; byte s_rholder[RUNS];
+bool failed_over;
+#define SAFE_WITHOUT_LOSS(p) (failed_over || (p))
+#else
+#define SAFE_WITHOUT_LOSS(p) (p)
+#endif
+
+/* --- each replica's memory ---------------------------------------------------------- */
+byte ph[NR];
+byte next_s[NR];        /* the slot its timer fires next */
+byte lf[NR]; byte ln[NR]; byte ls[NR]; byte la[NR];     /* its lease: fence, nonce, slot, attempt */
+byte req_s[NR]; byte req_n[NR]; byte req_a[NR]; byte req_f[NR];   /* a request in flight */
+byte seen_s[NR]; byte seen_f[NR];                       /* watermark.py */
+byte nonces = 0;        /* the last nonce handed out: a nonce is never reused */
+byte crashes = 0;
+
+/* --- ghosts: what really happened, for the properties -------------------------------- */
+bool exec[NR];          /* its worker executes the task */
+byte until[NR];         /* the expires_at the database last granted its lease */
+byte started[RUNS];     /* worker starts per (slot, attempt), all replicas */
+byte own_started[NR * RUNS];    /* the same per replica, since its last restart */
+byte issued = 0;        /* the highest fence the database issued */
+byte last_fence[NR];    /* the fence of the replica's previous run since its last restart */
+
+/* the run row of a candidate: attempt 1 of the cursor's slot, of the row's fence and holder,
+   failed, or running/abandoned under an expired lease (attempt 2 is the last: NA) */
+#define CAND_ROW RIX(l_slot, 1)
+#define CANDIDATE (l_exists && l_slot > 0 && r_fence[CAND_ROW] == l_fence \
+    && r_holder[CAND_ROW] == l_holder && (r_out[CAND_ROW] == FAILED \
+    || ((r_out[CAND_ROW] == RUNNING || r_out[CAND_ROW] == ABANDONED) && l_exp < now)))
+
+/* P2, checked in every state by a process of its own */
+#define OVERLAP (exec[0] && exec[1] && until[0] >= now && until[1] >= now)
+/* a live run: its worker executes, under a lease the database granted until >= now */
+#define LIVE(r, f, h) (exec[r] && lf[r] == (f) && ln[r] == (h) && until[r] >= now)
+
+inline sweep(fence, nonce) {
+    for (i : 0 .. RUNS - 1) {
+        if
+        :: r_out[i] == RUNNING && (r_fence[i] < fence || r_holder[i] != nonce) ->
+            r_out[i] = ABANDONED
+        :: else
+        fi
+    }
+    i = 0
+}
+
+inline issue(fence) {
+    /* property: P4_fences_increase */
+    assert(SAFE_WITHOUT_LOSS(fence > issued));
+    if :: fence > issued -> issued = fence :: else fi
+}
+
+/* The tick's acquisition, req_s/req_n of replica r: postgresql.acquire_statement
+   (acquired, abandoned, recorded CTEs; base.take_if_free), one transaction on SQLite
+   and MySQL/MariaDB. won: the new fence, else 0. */
+inline db_acquire(r, won) {
+    won = 0;
+    /* guard: acquire insert: b.slot < 0 OR b.slot::float8 / 1000.0 <= now + b.tolerance */
+    if
+    :: req_s[r] * GAP <= now + TOL ->
+        if
+        :: !l_exists ->
+            l_exists = 1; l_holder = req_n[r]; l_fence = 1; l_slot = req_s[r]; l_exp = now + TTL;
+            won = 1
+        /* guard: acquire conflict: l.expires_at < now AND NOT l.paused AND (excluded.slot < 0 OR l.slot < excluded.slot) */
+        :: l_exists && G_EXPIRED && G_CURSOR(req_s[r]) ->
+            l_holder = req_n[r]; l_fence = l_fence + 1; l_slot = req_s[r]; l_exp = now + TTL;
+            won = l_fence
+        :: else
+        fi
+    :: else
+    fi;
+    if
+    :: won ->
+        issue(won);
+        /* guard: acquire abandoned: r.name = a.name AND r.outcome = 'running' AND (r.fence < a.fence OR r.holder <> a.holder) */
+        sweep(won, req_n[r]);
+        r_out[RIX(req_s[r], 1)] = RUNNING; r_fence[RIX(req_s[r], 1)] = won;
+        r_holder[RIX(req_s[r], 1)] = req_n[r];
+        printf("@@ now=%d R%d acquire slot %d (nonce %d): won, fence %d, expires %d\n",
+            now, r, req_s[r], req_n[r], won, l_exp)
+    :: else ->
+        if
+        :: req_s[r] * GAP > now + TOL ->
+            printf("@@ now=%d R%d acquire slot %d (nonce %d): refused, future (due at %d)\n",
+                now, r, req_s[r], req_n[r], req_s[r] * GAP)
+        :: else ->
+            printf("@@ now=%d R%d acquire slot %d (nonce %d): refused (cursor %d, fence %d, expires %d)\n",
+                now, r, req_s[r], req_n[r], l_slot, l_fence, l_exp)
+        fi
+    fi
+}
+
+/* The worker starts executing the run of lease lf/ln/ls/la. */
+inline start(r) {
+    started[RIX(ls[r], la[r])]++;
+    own_started[r * RUNS + RIX(ls[r], la[r])]++;
+    printf("@@ now=%d R%d starts slot %d attempt %d, fence %d\n", now, r, ls[r], la[r], lf[r]);
+    /* property: P1_one_start_per_slot_attempt */
+    assert(SAFE_WITHOUT_LOSS(started[RIX(ls[r], la[r])] <= 1));
+#ifndef WAIVE_P1W
+    /* property: P1w_one_start_per_replica */
+    assert(own_started[r * RUNS + RIX(ls[r], la[r])] <= 1);
+#endif
+#ifndef WAIVE_P4W
+    /* property: P4w_own_fences_increase */
+    assert(lf[r] > last_fence[r]);
+#endif
+    last_fence[r] = lf[r];
+    exec[r] = 1;
+    ph[r] = RUN
+}
+
+inline forget_request(r) {
+    req_s[r] = 0; req_n[r] = 0; req_a[r] = 0; req_f[r] = 0
+}
+
+/* lost_writes.check / LostWrites.reacquired: learn the slot and fence; a win whose fence
+   is not above the one seen is refenced before the run starts */
+inline won_lease(r, fence) {
+    lf[r] = fence; ln[r] = req_n[r]; ls[r] = req_s[r]; la[r] = req_a[r]; until[r] = l_exp;
+    forget_request(r);
+    if :: ls[r] > seen_s[r] -> seen_s[r] = ls[r] :: else fi;
+    if
+    :: fence <= seen_f[r] -> ph[r] = REFENCE
+    :: else -> seen_f[r] = fence; start(r)
+    fi
+}
+
+/* lost_writes.check on a refusal: a row behind what was seen is written back
+   (Statements.raise_floor: never lowering either), then learnt */
+inline refused(r) {
+    if
+    :: l_exists && (l_slot < seen_s[r] || l_fence < seen_f[r]) ->
+        if :: l_slot < seen_s[r] -> l_slot = seen_s[r] :: else fi;
+        if :: l_fence < seen_f[r] -> l_fence = seen_f[r] :: else fi;
+        printf("@@ now=%d R%d writes back slot %d, fence %d\n", now, r, l_slot, l_fence)
+    :: else
+    fi;
+    if :: l_exists && l_slot > seen_s[r] -> seen_s[r] = l_slot :: else fi;
+    if :: l_exists && l_fence > seen_f[r] -> seen_f[r] = l_fence :: else fi;
+    forget_request(r);
+    ph[r] = IDLE
+}
+
+inline answered(r, won) {
+    if
+    :: won -> won_lease(r, won)
+    :: else -> refused(r)
+    fi
+}
+
+proctype replica(byte r) {
+    byte won, out, i;
+end:
+    do
+    /* --- the acquirer: the timer of its next slot fires, early by up to the clock error */
+    :: atomic {
+        ph[r] == IDLE && next_s[r] <= NS && now + CLOCK_ERR >= next_s[r] * GAP ->
+        req_s[r] = next_s[r]; next_s[r]++;
+        if
+        :: req_s[r] <= seen_s[r] ->     /* lost_writes.refusals: it saw this slot taken */
+            printf("@@ now=%d R%d refuses slot %d: it saw it taken\n", now, r, req_s[r]);
+            forget_request(r)
+        :: else ->
+            nonces++; req_n[r] = nonces; req_a[r] = 1;
+            if
+            :: db_acquire(r, won); answered(r, won)
+            :: db_acquire(r, won); ph[r] = UNKNOWN;
+               printf("@@ now=%d R%d: the connection broke after the statement ran\n", now, r)
+            :: ph[r] = UNKNOWN;
+               printf("@@ now=%d R%d acquire slot %d (nonce %d): the connection broke before it ran\n",
+                   now, r, req_s[r], req_n[r])
+            fi
+        fi;
+        won = 0
+       }
+    /* --- recovery.recover: the nonce check, then the same request once more */
+    :: atomic {
+        ph[r] == UNKNOWN ->
+        /* guard: recover: row.holder == nonce AND row.slot == request.slot */
+        if
+        :: l_exists && l_slot == req_s[r] && G_NONCE(req_n[r]) ->
+            printf("@@ now=%d R%d recovers: the row carries slot %d (holder %d): won, fence %d\n",
+                now, r, l_slot, l_holder, l_fence);
+            won_lease(r, l_fence)
+        :: else ->
+            if
+            :: printf("@@ now=%d R%d recovers: not its row; sends again\n", now, r);
+               db_acquire(r, won); answered(r, won)
+            :: printf("@@ now=%d R%d recovers: the second round failed too\n", now, r);
+               forget_request(r); ph[r] = IDLE
+            fi
+        fi;
+        won = 0
+       }
+    /* --- LostWrites._refence: Statements.refence, the lease and its run rows */
+    :: atomic {
+        ph[r] == REFENCE ->
+        /* guard: refence: leases.name = :b_name AND leases.fence = :b_fence AND leases.holder = :b_holder */
+        if
+        :: l_fence == lf[r] && l_holder == ln[r] ->
+            l_fence = seen_f[r] + 1;
+            if :: l_slot < seen_s[r] -> l_slot = seen_s[r] :: else fi;
+            for (i : 0 .. RUNS - 1) {
+                if
+                :: r_fence[i] == lf[r] && r_holder[i] == ln[r] -> r_fence[i] = l_fence
+                :: else
+                fi
+            }
+            i = 0;
+            printf("@@ now=%d R%d refences fence %d as %d\n", now, r, lf[r], l_fence);
+            lf[r] = l_fence;
+            issue(l_fence)
+        :: else ->
+            printf("@@ now=%d R%d cannot refence fence %d: taken over; keeps it\n", now, r, lf[r])
+        fi;
+        if :: lf[r] > seen_f[r] -> seen_f[r] = lf[r] :: else fi;
+        start(r)
+       }
+    /* --- the heartbeat thread: postgresql.heartbeat_statement */
+    :: atomic {
+        ph[r] == RUN ->
+        /* guard: heartbeat: l.name = b.name AND l.fence = b.fence AND l.holder = b.holder */
+        if
+        :: l_exists && G_HB(r) ->
+            printf("@@ now=%d R%d renews fence %d: expires %d\n", now, r, lf[r], now + TTL);
+            /* property: P3_stale_holder_cannot_write */
+            assert(l_holder == ln[r]);
+            l_exp = now + TTL;
+            until[r] = l_exp
+        :: else ->
+            printf("@@ now=%d R%d renewal refused: the lease is not its own\n", now, r)
+        fi
+       }
+    /* --- the worker ends: postgresql.finish_statement (finished, released CTEs) */
+    :: atomic {
+        ph[r] == RUN ->
+        if :: out = DONE :: out = FAILED fi;
+        i = RIX(ls[r], la[r]);
+        /* guard: finish run: r.name = b.name AND r.slot = b.slot AND r.manual = b.manual AND r.fence = b.fence AND r.holder = b.holder AND r.outcome IN ('running', 'abandoned') */
+        if
+        :: r_fence[i] == lf[r] && G_HOLDER(r_holder[i], r) && (r_out[i] == RUNNING || r_out[i] == ABANDONED) ->
+            /* property: P3_stale_holder_cannot_write */
+            assert(r_holder[i] == ln[r]);
+            if :: r_out[i] == ABANDONED -> r_out[i] = LOST :: else -> r_out[i] = out fi
+        :: else
+        fi;
+        /* guard: finish release: b.release AND l.name = b.name AND l.fence = b.fence AND l.holder = b.holder */
+        if
+        :: l_exists && l_fence == lf[r] && G_HOLDER(l_holder, r) ->
+            /* property: P3_stale_holder_cannot_write */
+            assert(l_holder == ln[r]);
+            l_exp = now - 1
+        :: else
+        fi;
+        printf("@@ now=%d R%d finishes slot %d attempt %d (fence %d): run row %d\n",
+            now, r, ls[r], la[r], lf[r], r_out[i]);
+        exec[r] = 0; until[r] = 0; ph[r] = IDLE;
+        lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0; i = 0; out = 0
+       }
+#ifndef NO_ATTEMPTS
+    /* --- the attempt poll: AttemptStatements._candidates; attempt_refusals */
+    :: atomic {
+        ph[r] == IDLE && CANDIDATE && l_slot >= seen_s[r] && l_fence >= seen_f[r] ->
+        /* guard: candidates: runs.slot = leases.slot AND runs.manual = false AND runs.fence = leases.fence AND runs.holder = leases.holder */
+        /* guard: candidates outcome: runs.outcome IN ('failed', 'timed_out') OR runs.outcome IN ('running', 'abandoned') AND leases.expires_at < now */
+        req_s[r] = l_slot; req_f[r] = l_fence; req_a[r] = 2;
+        ph[r] = CAND;
+        printf("@@ now=%d R%d: slot %d attempt 1 (fence %d) is a candidate\n", now, r, l_slot, l_fence)
+       }
+    /* --- AttemptStatements.reacquire: compare-and-swap, sweep, run row, one transaction */
+    :: atomic {
+        ph[r] == CAND ->
+        nonces++; req_n[r] = nonces;
+        /* guard: reacquire: leases.name = :b_name AND leases.fence = :b_fence AND leases.slot = :b_slot AND NOT leases.paused AND leases.expires_at < now */
+        if
+        :: l_exists && l_fence == req_f[r] && l_slot == req_s[r] && G_CAS_EXPIRED ->
+            l_holder = req_n[r]; l_fence = l_fence + 1; l_exp = now + TTL; won = l_fence;
+            issue(won);
+            /* guard: abandon others: runs.name = :b_name AND runs.outcome = 'running' AND (runs.fence < :b_fence OR runs.holder != :b_holder) */
+            sweep(won, req_n[r]);
+            r_out[RIX(req_s[r], 2)] = RUNNING; r_fence[RIX(req_s[r], 2)] = won;
+            r_holder[RIX(req_s[r], 2)] = req_n[r];
+            printf("@@ now=%d R%d reacquires slot %d for attempt 2: won, fence %d\n", now, r, req_s[r], won)
+        :: else ->
+            printf("@@ now=%d R%d reacquires slot %d for attempt 2: refused\n", now, r, req_s[r])
+        fi;
+        answered(r, won);
+        won = 0
+       }
+#endif
+    /* --- the replica crashes and restarts: its threads and its memory are gone */
+    :: atomic {
+        crashes < MAXCRASH ->
+        crashes++;
+        printf("@@ now=%d R%d crashes and restarts\n", now, r);
+        exec[r] = 0; until[r] = 0; ph[r] = IDLE;
+        lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0;
+        forget_request(r);
+        seen_s[r] = 0; seen_f[r] = 0; last_fence[r] = 0;
+        for (i : 0 .. RUNS - 1) { own_started[r * RUNS + i] = 0 }
+        i = 0
+       }
+    od
+}
+
+/* the database clock, the stuck watcher (fleet-wide: whichever replica runs it),
+   and with LOST_WRITES replication to the standby and one failover to it */
+active proctype database() {
+    byte i;
+end:
+    do
+    :: d_step { now < MAXT -> now++ }
+#ifndef NO_ATTEMPTS
+    /* AttemptStatements._stuck and _mark_stuck, one transaction */
+    :: atomic {
+        /* guard: stuck: runs.fence != leases.fence OR runs.holder != leases.holder OR leases.expires_at < now */
+        for (i : 0 .. RUNS - 1) {
+            if
+            :: r_out[i] == RUNNING && (r_fence[i] != l_fence || r_holder[i] != l_holder || l_exp < now) ->
+                printf("@@ now=%d the watcher marks the run of fence %d abandoned\n", now, r_fence[i]);
+                /* property: P5_watcher_spares_live_runs */
+                assert(SAFE_WITHOUT_LOSS(!LIVE(0, r_fence[i], r_holder[i]) && !LIVE(1, r_fence[i], r_holder[i])));
+                r_out[i] = ABANDONED
+            :: else
+            fi
+        }
+        i = 0
+       }
+#endif
+#ifdef LOST_WRITES
+    :: d_step {
+        !failed_over ->
+        s_exists = l_exists; s_holder = l_holder; s_fence = l_fence; s_slot = l_slot; s_exp = l_exp;
+        for (i : 0 .. RUNS - 1) { s_out[i] = r_out[i]; s_rfence[i] = r_fence[i]; s_rholder[i] = r_holder[i] }
+        i = 0
+       }
+    :: d_step {
+        !failed_over ->
+        failed_over = 1;
+        printf("@@ now=%d failover: the standby had slot %d, fence %d, holder %d; later commits are lost\n",
+            now, s_slot, s_fence, s_holder);
+        l_exists = s_exists; l_holder = s_holder; l_fence = s_fence; l_slot = s_slot; l_exp = s_exp;
+        for (i : 0 .. RUNS - 1) { r_out[i] = s_out[i]; r_fence[i] = s_rfence[i]; r_holder[i] = s_rholder[i] }
+        s_exists = 0; s_holder = 0; s_fence = 0; s_slot = 0; s_exp = 0;
+        for (i : 0 .. RUNS - 1) { s_out[i] = 0; s_rfence[i] = 0; s_rholder[i] = 0 }
+        i = 0
+       }
+#endif
+    od
+}
+
+/* P2: no two runs execute while both hold an unexpired lease */
+active proctype overlap() {
+    /* property: P2_no_overlap_while_both_unexpired */
+    assert(SAFE_WITHOUT_LOSS(!OVERLAP))
+}
+
+init {
+    atomic {
+        next_s[0] = 1; next_s[1] = 1;
+        run replica(0);
+        run replica(1)
+    }
+}
