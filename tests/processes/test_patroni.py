@@ -65,7 +65,7 @@ def _outage(
     wall = time.time()
     began = time.monotonic()
     trigger()
-    _, writable = patroni.wait_writable(ports, 90)
+    _, writable = patroni.wait_writable(ports, 60, cluster)
     runs = _count(ledger_url, "tick")
     resumed = wait_for(
         lambda: _count(ledger_url, "tick") > runs and time.monotonic(),
@@ -116,7 +116,10 @@ def test_a_synchronous_patroni_cluster_fails_over_under_three_replicas(tmp_path:
         )
         said, _ = switch[0].communicate(timeout=60)
         assert "Successfully switched over" in said, f"{said}\n{cluster.logs()}"
+        # Patroni fails over only to the standby its /sync key names: wait until it does
+        began = time.monotonic()
         wait_for(cluster.healthy, 60, lambda: f"the old leader back as a replica\n{cluster.logs()}")
+        print(f"switchover: a synchronous standby recorded {time.monotonic() - began:.1f} s later")
         ticks = _count(ledger_url, "tick#end")
         wait_for(lambda: _count(ledger_url, "tick#end") >= ticks + 2, 30, "ticks on")
 

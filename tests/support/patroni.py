@@ -240,12 +240,16 @@ class PatroniCluster:
         return None
 
     def healthy(self) -> bool:
-        """A leader that commits a write, and every live replica streaming from it
-        (one of them synchronous)."""
+        """A leader that commits a write, and every live replica streaming from it; with
+        a replica left, one of them synchronous *and named so in the DCS* (Patroni's
+        ``/sync`` key): in synchronous mode Patroni promotes only that one, so a leader
+        lost before it is recorded leaves the cluster without a leader."""
         leader = self.leader()
         if leader is None or not writable(leader.port):
             return False
         alive = len(self.nodes) - len(self.killed) - 1
+        if alive and self.sync_standby() is None:
+            return False
         try:
             with psycopg.connect(
                 host="127.0.0.1",
@@ -386,7 +390,9 @@ def writable(port: int, timeout: float = 2.0) -> bool:
         conn.close()
 
 
-def wait_writable(ports: list[int], timeout: float) -> tuple[int, float]:
+def wait_writable(
+    ports: list[int], timeout: float, cluster: PatroniCluster | None = None
+) -> tuple[int, float]:
     """(port, time.monotonic()) of the first of ``ports`` to commit a write."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -394,4 +400,5 @@ def wait_writable(ports: list[int], timeout: float) -> tuple[int, float]:
             if writable(port, timeout=1.0):
                 return port, time.monotonic()
         time.sleep(0.1)
-    raise AssertionError(f"none of {ports} accepted writes within {timeout} s")
+    state = f"{cluster.members()}\n{cluster.logs()}" if cluster is not None else ""
+    raise AssertionError(f"none of {ports} accepted writes within {timeout} s\n{state}")
