@@ -24,7 +24,6 @@ import itertools
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,51 +34,7 @@ from tests.support import ledger, patroni
 from tests.support.procs import Proc, wait_for
 
 TASKS = ("tick", "long", "slow")
-RESUME_WITHIN = 20.0
 LOST_WRITES = "the database lost committed lease writes"
-
-
-def _count(ledger_url: str, name: str) -> int:
-    return len(ledger.entries(ledger_url, name))
-
-
-def _in_flight(ledger_url: str, name: str) -> bool:
-    return _count(ledger_url, name) > _count(ledger_url, f"{name}#end")
-
-
-def _misses(slots: list[int], start: float, end: float) -> list[int]:
-    """Slots of ``tick`` (every 1 s) scheduled in [start, end] (epoch s) never run."""
-    seen = set(slots)
-    first = int(start) * 1000 + 1000
-    return [slot for slot in range(first, int(end * 1000) + 1, 1000) if slot not in seen]
-
-
-def _outage(
-    cluster: patroni.PatroniCluster,
-    ledger_url: str,
-    ports: list[int],
-    trigger: Callable[[], object],
-) -> dict[str, float]:
-    """Run ``trigger()``; times from it to a new leader on ``ports`` committing a write
-    and from that to the next run of ``tick`` starting."""
-    wall = time.time()
-    began = time.monotonic()
-    trigger()
-    _, writable = patroni.wait_writable(ports, 60, cluster)
-    runs = _count(ledger_url, "tick")
-    resumed = wait_for(
-        lambda: _count(ledger_url, "tick") > runs and time.monotonic(),
-        RESUME_WITHIN,
-        lambda: f"a run of tick after the new leader accepted writes\n{cluster.logs()}",
-        interval=0.05,
-    )
-    return {
-        "wall_start": wall,
-        "wall_resumed": wall + (resumed - began),
-        "writable_after": writable - began,
-        "resumed_after": resumed - writable,
-        "outage": resumed - began,
-    }
 
 
 @pytest.mark.slow
@@ -102,13 +57,13 @@ def test_a_synchronous_patroni_cluster_fails_over_under_three_replicas(tmp_path:
         replicas = [Proc("-m", "tests.support.patroni_replica", url, ledger_url) for _ in range(3)]
         for proc in replicas:
             proc.expect("started", timeout=60)
-        wait_for(lambda: _count(ledger_url, "tick#end") >= 3, 30, "runs of tick")
-        wait_for(lambda: _count(ledger_url, "long#end") >= 1, 30, "a run of long")
+        wait_for(lambda: patroni.count(ledger_url, "tick#end") >= 3, 30, "runs of tick")
+        wait_for(lambda: patroni.count(ledger_url, "long#end") >= 1, 30, "a run of long")
 
         # (2) a switchover under load, to the synchronous standby
         candidate = wait_for(cluster.sync_standby, 30, "a synchronous standby")
         switch: list[subprocess.Popen[str]] = []
-        figures["switchover"] = _outage(
+        figures["switchover"] = patroni.outage(
             cluster,
             ledger_url,
             [candidate.port],
@@ -120,18 +75,18 @@ def test_a_synchronous_patroni_cluster_fails_over_under_three_replicas(tmp_path:
         began = time.monotonic()
         wait_for(cluster.healthy, 60, lambda: f"the old leader back as a replica\n{cluster.logs()}")
         print(f"switchover: a synchronous standby recorded {time.monotonic() - began:.1f} s later")
-        ticks = _count(ledger_url, "tick#end")
-        wait_for(lambda: _count(ledger_url, "tick#end") >= ticks + 2, 30, "ticks on")
+        ticks = patroni.count(ledger_url, "tick#end")
+        wait_for(lambda: patroni.count(ledger_url, "tick#end") >= ticks + 2, 30, "ticks on")
 
         # (1) kill -9 of the leader, mid-run of long
-        wait_for(lambda: _in_flight(ledger_url, "long"), 30, "a run of long in flight")
+        wait_for(lambda: patroni.in_flight(ledger_url, "long"), 30, "a run of long in flight")
         leader = cluster.leader()
         assert leader is not None
         others = [node.port for node in cluster.nodes if node is not leader]
-        figures["kill"] = _outage(cluster, ledger_url, others, cluster.kill_leader)
+        figures["kill"] = patroni.outage(cluster, ledger_url, others, cluster.kill_leader)
         wait_for(cluster.healthy, 60, lambda: f"the survivors streaming\n{cluster.logs()}")
-        ticks = _count(ledger_url, "tick#end")
-        wait_for(lambda: _count(ledger_url, "tick#end") >= ticks + 2, 30, "ticks on")
+        ticks = patroni.count(ledger_url, "tick#end")
+        wait_for(lambda: patroni.count(ledger_url, "tick#end") >= ticks + 2, 30, "ticks on")
 
         for proc in replicas:  # the ledger is complete: every run it saw is in the history
             assert proc.stop() == 0, proc.stderr()
@@ -153,13 +108,13 @@ def test_a_synchronous_patroni_cluster_fails_over_under_three_replicas(tmp_path:
 
     tick_slots = [slot for slot, _ in ledger.entries(ledger_url, "tick")]
     for kind, figure in figures.items():
-        missed = _misses(tick_slots, figure["wall_start"], figure["wall_resumed"])
+        missed = patroni.misses(tick_slots, figure["wall_start"], figure["wall_resumed"])
         print(
             f"{kind}: new leader writable after {figure['writable_after']:.1f} s, "
             f"tick resumed {figure['resumed_after']:.1f} s later "
             f"(outage {figure['outage']:.1f} s), {len(missed)} ticks of tick missed"
         )
-    total = _misses(tick_slots, min(tick_slots) / 1000, max(tick_slots) / 1000)
+    total = patroni.misses(tick_slots, min(tick_slots) / 1000, max(tick_slots) / 1000)
     print(f"tick: {len(tick_slots)} runs, {len(total)} missed over the whole test")
     for name in TASKS:
         slots = [slot for slot, _ in ledger.entries(ledger_url, name)]
@@ -174,5 +129,5 @@ def test_a_synchronous_patroni_cluster_fails_over_under_three_replicas(tmp_path:
         # every run the ledger saw start is in the history: nothing committed was lost
         assert set(slots) <= {slot for slot, _, _ in runs}, f"{name}: {slots} vs {runs}"
     for kind, figure in figures.items():
-        assert figure["resumed_after"] < RESUME_WITHIN, (kind, figure)
+        assert figure["resumed_after"] < patroni.RESUME_WITHIN, (kind, figure)
     assert LOST_WRITES not in stderr, stderr

@@ -21,18 +21,20 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 
-from tests.support import pgcluster
+from tests.support import ledger, pgcluster
 from tests.support.procs import process_gone, wait_for
 
 PATRONI = shutil.which("patroni") or "/usr/bin/patroni"
 PATRONICTL = shutil.which("patronictl") or "/usr/bin/patronictl"
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 SCOPE = "cronlease-test"
+RESUME_WITHIN = 20.0  # s from a new leader accepting writes to the next run of tick
 
 
 def problem() -> str | None:
@@ -305,6 +307,11 @@ class PatroniCluster:
             wait_for(lambda: process_gone(postmaster), 10, "the postmaster to die")
         return leader
 
+    def relaunch(self, node: Node) -> None:
+        """Start a killed node's Patroni again (it rewinds and follows the new leader)."""
+        self.killed.discard(node.name)
+        self._launch(node)
+
     def switchover(self, candidate: Node) -> subprocess.Popen[str]:
         """``patronictl switchover --force`` to ``candidate``, started (not waited for)."""
         leader = self.leader()
@@ -402,3 +409,47 @@ def wait_writable(
         time.sleep(0.1)
     state = f"{cluster.members()}\n{cluster.logs()}" if cluster is not None else ""
     raise AssertionError(f"none of {ports} accepted writes within {timeout} s\n{state}")
+
+
+def count(ledger_url: str, name: str) -> int:
+    return len(ledger.entries(ledger_url, name))
+
+
+def in_flight(ledger_url: str, name: str) -> bool:
+    return count(ledger_url, name) > count(ledger_url, f"{name}#end")
+
+
+def misses(slots: list[int], start: float, end: float) -> list[int]:
+    """Slots of ``tick`` (every 1 s) scheduled in [start, end] (epoch s) never run."""
+    seen = set(slots)
+    first = int(start) * 1000 + 1000
+    return [slot for slot in range(first, int(end * 1000) + 1, 1000) if slot not in seen]
+
+
+def outage(
+    cluster: PatroniCluster,
+    ledger_url: str,
+    ports: list[int],
+    trigger: Callable[[], object],
+) -> dict[str, float]:
+    """Run ``trigger()`` under replicas running ``tick`` every 1 s (``patroni_replica.py``):
+    seconds from it to a new leader on ``ports`` committing a write, and from that to
+    the next run of ``tick`` starting (``RESUME_WITHIN`` at most)."""
+    wall = time.time()
+    began = time.monotonic()
+    trigger()
+    _, writable = wait_writable(ports, 60, cluster)
+    runs = count(ledger_url, "tick")
+    resumed = wait_for(
+        lambda: count(ledger_url, "tick") > runs and time.monotonic(),
+        RESUME_WITHIN,
+        lambda: f"a run of tick after the new leader accepted writes\n{cluster.logs()}",
+        interval=0.05,
+    )
+    return {
+        "wall_start": wall,
+        "wall_resumed": wall + (resumed - began),
+        "writable_after": writable - began,
+        "resumed_after": resumed - writable,
+        "outage": resumed - began,
+    }
