@@ -1,0 +1,57 @@
+"""A replica for the Patroni tests: ``patroni_replica.py DB_URL LEDGER_URL``.
+
+Adapted from ``failover_replica.py``; three tasks, their ledger on a database
+that survives the failover: ``tick`` every 1 s, each run 0.2 s long (every
+missing slot is a miss); ``long`` every 3 s, each run 2 s long (often in flight
+when the leader dies); ``slow`` every 10 s with catch-up ``all``. Each run
+records its start (and an ``#overlap`` entry if another run of the task had
+started and not ended) and its end. Prints ``started``; ``stop`` on stdin ends it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+from cronlease import RunContext, Scheduler
+from tests.support import ledger
+
+
+def main() -> None:
+    url, ledger_url = sys.argv[1], sys.argv[2]
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
+    )
+    scheduler = Scheduler(url)
+
+    def run(name: str, ctx: RunContext, seconds: float) -> None:
+        running = len(ledger.entries(ledger_url, name)) - len(
+            ledger.entries(ledger_url, f"{name}#end")
+        )
+        if running > 0:
+            ledger.append(ledger_url, f"{name}#overlap", ctx.slot)
+        ledger.append(ledger_url, name, ctx.slot)
+        time.sleep(seconds)
+        ledger.append(ledger_url, f"{name}#end", ctx.slot)
+
+    @scheduler.task(every="1s", name="tick", catchup="skip")
+    def tick(ctx: RunContext) -> None:
+        run("tick", ctx, 0.2)
+
+    @scheduler.task(every="3s", name="long", catchup="skip")
+    def long(ctx: RunContext) -> None:
+        run("long", ctx, 2.0)
+
+    @scheduler.task(every="10s", name="slow", catchup="all")
+    def slow(ctx: RunContext) -> None:
+        run("slow", ctx, 0.2)
+
+    scheduler.start()
+    print("started", flush=True)
+    sys.stdin.readline()
+    scheduler.shutdown()
+
+
+if __name__ == "__main__":
+    main()
