@@ -626,12 +626,20 @@ class MySQLStatements(Statements):
         params = {**_batch_params(rows), "b_abandoned": ABANDONED_ERROR}
         mode = self.mode_for(conn)
         nonces = dict(zip((request.name for request in requests), nonce_holders, strict=True))
-        found = {
-            row["name"]: row
-            for row in _retry_deadlock(
+        try:
+            got = _retry_deadlock(
                 "acquiring leases", lambda: self._acquire_once(conn, params, mode, one, nonces)
             )
-        }
+        except OperationalError as exc:
+            if not is_deadlock(exc) or exc.connection_invalidated:
+                raise
+            # A victim twice (on Galera: certification failed at COMMIT, or a write set
+            # from another node aborted it): rolled back, nothing written, and the error
+            # came before any row was looked at. Others wrote these rows: refused
+            # ("contended"), never won, not a database failure (docs/design.md §3.6).
+            logger.debug("acquiring leases: deadlock victim again; refused as contended")
+            return [None] * len(requests)
+        found = {row["name"]: row for row in got}
         missing = [row for row in rows if row["name"] not in found]
         if missing and mode == "returning":
             # RETURNING leaves out rows the future gate kept out (a clock ahead:
