@@ -254,12 +254,13 @@ def test_a_node_killed_and_rejoining_runs_no_slot_twice(
     ist = "IST received" in cluster.log_of(victim).read_text(errors="replace")
     entries = ledger.entries(ledger_url, name)
     slots = [slot for slot, _ in entries]
+    missed = (max(slots) - min(slots)) // 1000 + 1 - len(set(slots))
     by_victim = [s for s, p in entries if p == replicas[2].popen.pid and s / 1000 > restarted_wall]
     print(
         f"galera kill -9: node{victim.index} down {restarted_at - killed_at:.1f} s, synced"
-        f" {rejoin:.1f} s after restart ({'IST' if ist else 'SST'}); its replica ran again"
+        f" {rejoin:.1f} s after restart ({'IST' if ist else 'SST'}); its replica answered again"
         f" {back:.1f} s after the restart ({len(by_victim)} slots run there since);"
-        f" {len(slots)} slots,"
+        f" {len(slots)} slots, {missed} missed,"
         f" duplicates {len(slots) - len(set(slots))}"
     )
     assert not [s for s, n in Counter(slots).items() if n > 1], entries
