@@ -53,6 +53,7 @@ DEADLOCK_LINE = "deadlock victim; retrying once"
 REFUSED_LINE = "deadlock victim again; refused as contended"
 # what a replica logs when its database answers again after an outage
 AGAIN = "database available again"
+UNAVAILABLE = "database unavailable"
 
 
 def left(deadline: float) -> float:
@@ -214,7 +215,8 @@ def test_replicas_on_three_nodes_run_each_slot_once(
     print(
         f"galera replicas: {len(slots)} slots in {time.monotonic() - started:.0f} s on three"
         f" nodes; runs per replica {sorted(by_pid.values(), reverse=True)};"
-        f" duplicates {len(slots) - len(set(slots))}"
+        f' duplicates {len(slots) - len(set(slots))}; "unavailable" lines'
+        f" {sum(replica.stderr().count(UNAVAILABLE) for replica in replicas)}"
     )
     assert len(slots) >= REPLICA_SECONDS - 3
     assert_every_slot_once(slots)
