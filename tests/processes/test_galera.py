@@ -16,7 +16,8 @@ tests check that with real processes:
   exactly one winner per slot; the 1213s (certification failures and
   brute-force aborts, read from the nodes' ``wsrep_local_*`` counters and the
   workers' "deadlock victim" lines) are counted, and none became a run;
-- three Scheduler replicas, one per node, every second: each slot once;
+- three Scheduler replicas, one per node, every second, started at once on a
+  database without tables (they create them on three nodes): each slot once;
 - one node killed -9 and restarted (IST): no slot twice, and its replica
   answers again within REJOIN_BOUND of the restart.
 
@@ -192,11 +193,14 @@ def test_replicas_on_three_nodes_run_each_slot_once(
     ledger_url = url_for("mysql", tmp_path)
     ledger.setup(ledger_url)
     name = f"galera-replicas-{os.urandom(6).hex()}"
+    # a database without tables: the three replicas create them at once, on three nodes
+    database = f"cronlease_galera_{os.urandom(4).hex()}"
+    cluster.create_database(database)
     replicas = [
         Proc(
             "-m",
             "tests.support.replica",
-            node.url,
+            node.url_of(database),
             name,
             env={"CRONLEASE_TEST_LEDGER": ledger_url},
         )

@@ -68,7 +68,10 @@ class Node:
 
     @property
     def url(self) -> str:
-        return f"mysql://root@127.0.0.1:{self.port}/{DATABASE}"
+        return self.url_of(DATABASE)
+
+    def url_of(self, database: str) -> str:
+        return f"mysql://root@127.0.0.1:{self.port}/{database}"
 
 
 class Cluster:
@@ -218,6 +221,11 @@ class Cluster:
                 )
             time.sleep(0.2)
         return time.monotonic() - started
+
+    def create_database(self, name: str) -> None:
+        """An empty database (replicated to every node: DDL is total-order isolated)."""
+        with self.connect(self.nodes[0]) as conn, conn.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE {name}")
 
     def counters(self) -> dict[str, int]:
         """Certification failures and brute-force aborts, summed over the nodes that answer."""
