@@ -10,7 +10,8 @@ cannot hide what the others did. Any other line (``stop``) ends it.
 
 ``ISOLATION`` ``READ COMMITTED`` is cronlease's own engine; any other level is
 a user's engine as given to ``LeaseStore(engine)``. Both sessions are in the
-time zone ``ZONE``.
+time zone ``ZONE``. ``CRONLEASE_TEST_MYSQL_MODE`` forces one of
+``MySQLStatements``' modes (``returning``, ``read-back``, ``statements``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import traceback
 from sqlalchemy import create_engine, text
 
 from cronlease._lease.database import create_store_engine, normalize_url
+from cronlease._lease.dialects.mysql import MySQLStatements
 from cronlease._lease.model import AcquireRequest, Lease
 from cronlease._lease.store import LeaseStore
 
@@ -40,6 +42,9 @@ def main() -> None:
         # a user's engine, as given to LeaseStore(engine)
         engine = create_engine(normalize_url(url), isolation_level=isolation, connect_args=init)
     store = LeaseStore(engine)
+    mode = os.environ.get("CRONLEASE_TEST_MYSQL_MODE")
+    if mode:
+        store.statements = MySQLStatements(mode=mode)
     side_effects = create_engine(normalize_url(url), isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
         level = conn.get_isolation_level()

@@ -39,7 +39,11 @@ own engines are READ COMMITTED sessions; on others each transaction starts
 with ``SET TRANSACTION ISOLATION LEVEL READ COMMITTED``. Every transaction that
 touches both tables locks the lease row first. If InnoDB still picks one as a
 deadlock victim, it has rolled the whole transaction back, and it is retried
-once: the slot gate makes a second acquisition attempt safe.
+once: the slot gate makes a second acquisition attempt safe; an acquisition
+that is a victim again is refused ("contended"). On MariaDB Galera a 1213
+also comes at COMMIT, when another node's write set to the same rows was
+certified first: the lease is won only once the COMMIT's result is read,
+which the scripts below do before any row is looked at (docs/design.md §3.6).
 
 Batches pass one JSON array parameter read with ``JSON_TABLE`` (MariaDB >=
 10.6, MySQL >= 8.0): the same upsert over all the batch's rows, in name order
@@ -626,12 +630,20 @@ class MySQLStatements(Statements):
         params = {**_batch_params(rows), "b_abandoned": ABANDONED_ERROR}
         mode = self.mode_for(conn)
         nonces = dict(zip((request.name for request in requests), nonce_holders, strict=True))
-        found = {
-            row["name"]: row
-            for row in _retry_deadlock(
+        try:
+            got = _retry_deadlock(
                 "acquiring leases", lambda: self._acquire_once(conn, params, mode, one, nonces)
             )
-        }
+        except OperationalError as exc:
+            if not is_deadlock(exc) or exc.connection_invalidated:
+                raise
+            # A victim twice (on Galera: certification failed at COMMIT, or a write set
+            # from another node aborted it): rolled back, nothing written, and the error
+            # came before any row was returned. Others wrote these rows: refused
+            # ("contended"), never won, not a database failure (docs/design.md §3.6).
+            logger.debug("acquiring leases: deadlock victim again; refused as contended")
+            return [None] * len(requests)
+        found = {row["name"]: row for row in got}
         missing = [row for row in rows if row["name"] not in found]
         if missing and mode == "returning":
             # RETURNING leaves out rows the future gate kept out (a clock ahead:
