@@ -16,6 +16,7 @@ from typing import Any, TypeVar, overload
 from cronlease._events import EventBus, RunFinished, RunStarted
 from cronlease._lease.names import normal_form
 from cronlease._lease.store import LeaseStore
+from cronlease._run.housekeeping.watcher import watcher_task
 from cronlease._run.pings import Pinger
 from cronlease._task import Task
 from cronlease.errors import ConfigError, UnknownTaskError
@@ -127,6 +128,8 @@ class TaskDeclarations:
             self._by_name[task.name] = task
             self._tasks[task.full_name] = task
             self._on_declared(task)
+            if task.wants_attempts:
+                self._bring_watcher()
             if task.ping_url is not None and self._pinger is None:
                 self._pinger = Pinger(self._ping_url_of)
                 self._events.listen(self._pinger.on_event, RunStarted, RunFinished)
@@ -136,6 +139,13 @@ class TaskDeclarations:
         # a plain dict read: the listener runs on workers, without the declarations' lock
         task = self._tasks.get(full_name)
         return task.ping_url if task is not None else None
+
+    def _bring_watcher(self) -> None:
+        """The first task that wants attempts brings the stuck watcher (built-in, leased)."""
+        watcher = watcher_task(self.store, self.namespace)
+        if watcher.full_name not in self._tasks:
+            self._tasks[watcher.full_name] = watcher
+            self._on_declared(watcher)
 
     def _attempt_tasks(self) -> list[Task]:
         """The declared tasks that want retries or recovery."""

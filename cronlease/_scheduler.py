@@ -27,7 +27,6 @@ from cronlease._roles import replica_roles
 from cronlease._run.housekeeping.attempt_poll import AttemptPoll
 from cronlease._run.housekeeping.clock_watch import ClockWatch
 from cronlease._run.housekeeping.pruning import housekeeping_task
-from cronlease._run.housekeeping.watcher import watcher_task
 from cronlease._run.lifecycle import interrupt_at_exit, stop_replica
 from cronlease._run.runner import TickRunner
 from cronlease._run.signals import stop_signals
@@ -140,9 +139,6 @@ class Scheduler(TaskDeclarations):
         )
         if housekeeping is not None:
             self._tasks[housekeeping.full_name] = housekeeping
-        # whatever the tasks ask: a dead run of any task must not stay "running" (§4.11)
-        watcher = watcher_task(self.store, namespace)
-        self._tasks[watcher.full_name] = watcher
 
         self._default_holder = holder is None
         _SCHEDULERS.add(self)

@@ -9,10 +9,8 @@ another fence (:meth:`LeaseStore.abandon_expired`). Those of ``recover=True``
 tasks stay candidates of the attempt poll (:mod:`cronlease._run.housekeeping.attempt_poll`),
 which recovers them whether or not the watcher saw them first.
 
-Every scheduler declares it, whatever its tasks ask (docs/design.md §4.11):
-one leased statement a minute per fleet (per namespace), and a run whose
-replica died is marked within a minute of its lease expiring (the bound:
-``lease_ttl`` + :data:`WATCH_EVERY`, plus the pass's own lateness).
+It is declared by a scheduler with a task that asks for retries or recovery
+(docs/design.md §4.11): a fleet with none behaves exactly as before.
 """
 
 from __future__ import annotations
