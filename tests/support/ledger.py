@@ -7,6 +7,7 @@ It is written with plain SQLAlchemy, not through cronlease.
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from functools import cache
 
@@ -45,6 +46,16 @@ def setup(url: str) -> None:
 def append(url: str, task: str, slot: int) -> None:
     with _engine(url).begin() as conn:
         conn.execute(ledger.insert().values(task=task, slot=slot, pid=os.getpid()))
+
+
+def timed_run(url: str, task: str, slot: int, seconds: float) -> None:
+    """A run of ``seconds`` that appends its start, and ``TASK#end`` when it ends; an
+    ``TASK#overlap`` entry first if another run of the task had started and not ended."""
+    if len(entries(url, task)) > len(entries(url, f"{task}#end")):
+        append(url, f"{task}#overlap", slot)
+    append(url, task, slot)
+    time.sleep(seconds)
+    append(url, f"{task}#end", slot)
 
 
 def entries(url: str, task: str) -> list[tuple[int, int]]:

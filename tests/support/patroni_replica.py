@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 
 from cronlease import RunContext, Scheduler
 from tests.support import ledger
@@ -26,14 +25,7 @@ def main() -> None:
     scheduler = Scheduler(url)
 
     def run(name: str, ctx: RunContext, seconds: float) -> None:
-        running = len(ledger.entries(ledger_url, name)) - len(
-            ledger.entries(ledger_url, f"{name}#end")
-        )
-        if running > 0:
-            ledger.append(ledger_url, f"{name}#overlap", ctx.slot)
-        ledger.append(ledger_url, name, ctx.slot)
-        time.sleep(seconds)
-        ledger.append(ledger_url, f"{name}#end", ctx.slot)
+        ledger.timed_run(ledger_url, name, ctx.slot, seconds)
 
     @scheduler.task(every="1s", name="tick", catchup="skip")
     def tick(ctx: RunContext) -> None:
