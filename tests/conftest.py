@@ -49,12 +49,18 @@ def url_for(backend: str, tmp_path: Path) -> str:
     """
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'cronlease.db'}"
-    problem = databases.problem(backend)
-    if problem is not None:
-        if backend in REQUIRED:
-            pytest.fail(f"{problem} (CRONLEASE_TEST_REQUIRE names it)")
-        pytest.skip(problem)
+    skip_or_fail(backend, databases.problem(backend))
     return databases.url(backend)
+
+
+def skip_or_fail(name: str, problem: str | None) -> None:
+    """Nothing if ``problem`` is None; else skip the test with it as the reason, or fail
+    it when ``CRONLEASE_TEST_REQUIRE`` names ``name`` (CI must not pass by skipping)."""
+    if problem is None:
+        return
+    if name in REQUIRED:
+        pytest.fail(f"{problem} (CRONLEASE_TEST_REQUIRE names {name})")
+    pytest.skip(problem)
 
 
 _cleanup_report: list[str] = []

@@ -38,7 +38,7 @@ import pymysql
 import pytest
 
 from cronlease._lease.store import LeaseStore
-from tests.conftest import REQUIRED, url_for
+from tests.conftest import skip_or_fail, url_for
 from tests.support import galera, ledger
 from tests.support.ledger import assert_every_slot_once
 from tests.support.procs import Proc, wait_for
@@ -64,12 +64,7 @@ def left(deadline: float) -> float:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[galera.Cluster]:
-    problem = galera.problem()
-    if problem is not None:
-        if "galera" in REQUIRED:
-            pytest.fail(f"{problem} (CRONLEASE_TEST_REQUIRE names galera)")
-        print(f"skipping the Galera tests: {problem}")
-        pytest.skip(problem)
+    skip_or_fail("galera", galera.problem())
     made = galera.Cluster()
     try:
         started = time.monotonic()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.conftest import REQUIRED, url_for
+from tests.conftest import skip_or_fail, url_for
 from tests.support import ledger, netns
 from tests.support.procs import Proc, wait_for
 from tests.support.tcpproxy import TcpProxy
@@ -50,11 +50,7 @@ def lost_at(proc: Proc, name: str) -> float | None:
 def test_a_replica_cut_off_mid_run_loses_its_lease_first_and_comes_back(
     tmp_path: Path, task_name: str
 ) -> None:
-    problem = netns.problem()
-    if problem is not None:
-        if "netns" in REQUIRED:
-            pytest.fail(f"{problem} (CRONLEASE_TEST_REQUIRE names netns)")
-        pytest.skip(problem)
+    skip_or_fail("netns", netns.problem())
     url = url_for("postgresql", tmp_path)
     ledger.setup(url)
     parsed = make_url(url)

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from cronlease.store import LeaseStore
-from tests.conftest import REQUIRED
+from tests.conftest import skip_or_fail
 from tests.support import ledger, patroni
 from tests.support.procs import Proc, wait_for
 
@@ -41,12 +41,7 @@ LOST_WRITES = "the database lost committed lease writes"
 
 @pytest.mark.slow
 def test_a_synchronous_patroni_cluster_fails_over_under_three_replicas(tmp_path: Path) -> None:
-    reason = patroni.problem()
-    if reason is not None:
-        if "patroni" in REQUIRED:
-            pytest.fail(f"{reason} (CRONLEASE_TEST_REQUIRE names patroni)")
-        print(f"skipped: {reason}")
-        pytest.skip(reason)
+    skip_or_fail("patroni", patroni.problem())
     cluster = patroni.PatroniCluster()
     replicas: list[Proc] = []
     figures: dict[str, dict[str, float]] = {}
