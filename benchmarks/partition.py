@@ -6,7 +6,7 @@ TCP proxy, replica B runs beside the database (``tests/support/partition_replica
 ``PREFIX-long``, every 1 s with a 2 s lease TTL, runs until ``ctx.lost``;
 ``PREFIX-0`` .. ``PREFIX-7`` every 1 s return at once). While A runs the long
 task, every packet from the host to A is dropped (iptables in A's namespace)
-for ``--cut`` seconds, then the rule goes. Each round has a namespace,
+for ``--cut`` seconds, starting 4 s after B started, then the rule goes. Each round has a namespace,
 replicas and tasks of its own. Per round:
 
 - lost: seconds from the cut until A's run sees ``ctx.lost``;
@@ -45,6 +45,7 @@ from tests.support.procs import Proc, wait_for  # noqa: E402
 from tests.support.tcpproxy import TcpProxy  # noqa: E402
 
 SHORT = 8  # PREFIX-0 .. PREFIX-7
+SETTLE = 4.0  # seconds between B's start and the cut
 
 
 def one_round(url: str, cut_for: float) -> tuple[dict[str, float], list[str]]:
@@ -63,6 +64,11 @@ def one_round(url: str, cut_for: float) -> tuple[dict[str, float], list[str]]:
             wait_for(lambda: starts(a, long), 60, "A running the long task")
             b = Proc(*script, url, prefix)
             b.expect("started", 60)
+            # B's first ticks and its membership before the cut (the test cuts at once: a
+            # tick missed here would be B's start-up, not the partition's)
+            time.sleep(SETTLE)
+            if lost_at(a, long) is not None:
+                raise RuntimeError("A's long run ended before the cut: rerun")
             ns.cut()
             cut_at = time.time()
             try:
