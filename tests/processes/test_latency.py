@@ -31,6 +31,8 @@ won 2 + 4 and 9 + 4. Nothing ran twice. Each case: 36-39 s of wall time.
 from __future__ import annotations
 
 import math
+import socket
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -110,3 +112,42 @@ def test_replicas_behind_latency_run_no_slot_twice(
     assert len(missed) <= MAX_MISSED, f"{len(missed)} slots missed: {missed}"
     if grace:
         assert sum(far_wins) > 0, "the replicas behind the latency won no tick"
+
+
+def test_the_proxy_delays_every_chunk_each_way_not_the_stream() -> None:
+    """Five bytes sent 0.1 s apart come back each a round trip (2 x 250 ms) later, in order:
+    a delay per chunk, not one chunk's delay after another's."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def echo() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while data := conn.recv(4096):
+                conn.sendall(data)
+
+    threading.Thread(target=echo, daemon=True).start()
+    proxy = TcpProxy("127.0.0.1", server.getsockname()[1], delay=DELAY)
+    proxy.up()
+    sent: list[float] = []
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as client:
+
+            def send() -> None:
+                for index in range(5):
+                    sent.append(time.monotonic())
+                    client.sendall(str(index).encode())
+                    time.sleep(0.1)
+
+            threading.Thread(target=send, daemon=True).start()
+            got, arrived = b"", []
+            while len(got) < 5:
+                data = client.recv(4096)
+                assert data, "the proxy closed the connection"
+                got += data
+                arrived += [time.monotonic()] * len(data)
+    finally:
+        proxy.down()
+        server.close()
+    assert got == b"01234"
+    trips = [at - start for at, start in zip(arrived, sent, strict=True)]
+    assert all(2 * DELAY - 0.01 <= trip < 2 * DELAY + 0.25 for trip in trips), trips
