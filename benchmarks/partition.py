@@ -73,6 +73,7 @@ def one_round(url: str, cut_for: float) -> tuple[dict[str, float], list[str]]:
             cut_at = time.time()
             try:
                 lost = wait_for(lambda: lost_at(a, long), 60, "A's run told its lease is lost")
+                assert lost is not None
                 taken = wait_for(
                     lambda: [at for _, at in starts(b, long) if at > cut_at], 60, "B taking over"
                 )
@@ -91,6 +92,7 @@ def one_round(url: str, cut_for: float) -> tuple[dict[str, float], list[str]]:
                 return min(after) if after else None
 
             back_at = wait_for(a_back, 120, "A running a tick again")
+            assert back_at is not None
             time.sleep(5)
             assert a.terminate(30) == 0, a.stderr()
             assert b.terminate(30) == 0, b.stderr()
