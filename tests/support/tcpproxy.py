@@ -2,19 +2,41 @@
 
 ``down()`` stops accepting and cuts every open connection, as a server
 restart or a network fault would; ``up()`` listens again on the same port.
+
+``delay=`` (seconds) makes it a one-way delay, in both directions: every
+chunk read from one side is written to the other ``delay`` seconds after it
+was read, in order, by a forwarding thread per direction that sleeps until
+each chunk's due time — a round trip through the proxy takes ``2 * delay``
+more, whatever the throughput (chunks read meanwhile are queued, not held
+back behind each other's delays). The end of a stream is delayed as well.
+What is not delayed: the TCP handshake with the proxy (the kernel's), so a
+new connection costs one round trip less than on a real slow link. The kernel
+here has no ``sch_netem``, so ``tc ... netem delay`` cannot do this.
 """
 
 from __future__ import annotations
 
 import contextlib
+import queue
 import socket
 import threading
+import time
 
 
 class TcpProxy:
-    def __init__(self, upstream_host: str, upstream_port: int, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        upstream_host: str,
+        upstream_port: int,
+        host: str = "127.0.0.1",
+        *,
+        delay: float = 0.0,
+    ) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.host = host  # the address it listens on
+        if not delay >= 0:
+            raise ValueError("delay must be 0 or more seconds")
+        self.delay = float(delay)
         probe = socket.socket()
         probe.bind((host, 0))
         self.port: int = probe.getsockname()[1]
@@ -61,7 +83,10 @@ class TcpProxy:
                     return
                 self._sockets.update((client, server))
             for source, target in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+                if self.delay:
+                    self._delayed(source, target)
+                else:
+                    threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
 
     def _pump(self, source: socket.socket, target: socket.socket) -> None:
         try:
@@ -70,6 +95,46 @@ class TcpProxy:
         except OSError:
             pass
         finally:
-            for sock in (source, target):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+            _close(source, target)
+
+    def _delayed(self, source: socket.socket, target: socket.socket) -> None:
+        # (due, chunk) in the order read; b"" is the end of the stream
+        chunks: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+        threading.Thread(target=self._read, args=(source, chunks), daemon=True).start()
+        threading.Thread(target=self._forward, args=(chunks, source, target), daemon=True).start()
+
+    def _read(self, source: socket.socket, chunks: queue.SimpleQueue[tuple[float, bytes]]) -> None:
+        data = b""
+        try:
+            while data := source.recv(65536):
+                chunks.put((time.monotonic() + self.delay, data))
+        except OSError:
+            pass
+        finally:
+            chunks.put((time.monotonic() + self.delay, b""))
+
+    def _forward(
+        self,
+        chunks: queue.SimpleQueue[tuple[float, bytes]],
+        source: socket.socket,
+        target: socket.socket,
+    ) -> None:
+        try:
+            while True:
+                due, data = chunks.get()
+                wait = due - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                if not data:
+                    return
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(source, target)
+
+
+def _close(*sockets: socket.socket) -> None:
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
