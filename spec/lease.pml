@@ -18,6 +18,14 @@
  * NO_NONCE_CHECK, NO_SLOT_CURSOR, NO_HOLDER_MATCH. LOST_WRITES adds a standby that misses commits
  * and one failover to it; the properties that hold only without lost writes are then
  * checked only until the failover (SAFE_WITHOUT_LOSS).
+ *
+ * Progress (docs/design.md, "Liveness"): WATCH=W schedules the stuck watcher at least
+ * every W ticks (the clock does not pass a tick without a pass) and checks that a run
+ * whose replica crashed is marked within W ticks of its lease's expiry (P6; mutation
+ * NO_WATCHER_EXPIRY). LIVENESS adds WATCH=1, renewals only when due (once per tick),
+ * R0 never crashing (R1 may), and the claim L1 below, checked for acceptance cycles
+ * under weak fairness (pan -a -f); mutation NO_GIVE_UP: a recovery that waits for its
+ * own row instead of sending again or giving up.
  */
 
 #define NR 2            /* the overlap property below names both replicas */
@@ -31,6 +39,14 @@
 #define CLOCK_ERR 1     /* a replica's clock error: its timer fires up to this early */
 #ifndef MAXT
 #define MAXT 6          /* the clock stops here: the horizon of the exhaustive check */
+#endif
+#ifdef LIVENESS
+#ifndef WATCH
+#define WATCH 1
+#endif
+#define CAN_CRASH(r) ((r) == 1)     /* R0 stays up */
+#else
+#define CAN_CRASH(r) 1
 #endif
 #ifndef MAXCRASH
 #define MAXCRASH 1
@@ -86,6 +102,11 @@
 #else
 #define G_HOLDER(h, r) ((h) == ln[r])
 #endif
+#ifdef NO_WATCHER_EXPIRY
+#define G_STUCK_EXPIRED 0
+#else
+#define G_STUCK_EXPIRED (l_exp < now)
+#endif
 
 /* --- the database: the lease row and the run rows, indexed by (slot, attempt) ------ */
 bool l_exists;
@@ -124,6 +145,27 @@ byte started[RUNS];     /* worker starts per (slot, attempt), all replicas */
 byte own_started[NR * RUNS];    /* the same per replica, since its last restart */
 byte issued = 0;        /* the highest fence the database issued */
 byte last_fence[NR];    /* the fence of the replica's previous run since its last restart */
+
+#ifdef WATCH
+byte watched = 0;       /* the time of the stuck watcher's last pass */
+byte dead_from[RUNS];   /* a run whose replica crashed: the first tick it is stuck at */
+#endif
+#ifdef LIVENESS
+byte decided = 0;       /* per slot (bit s - 1): R0 started it, or skipped it with a reason */
+#define ALL_SLOTS ((1 << NS) - 1)
+#define DECIDE(s) if :: r == 0 -> decided = decided | (1 << ((s) - 1)) :: else fi
+/* heartbeat.py renews a lease when it is due, not in a loop: once per tick here; a
+   refused renewal is the lease lost, and it is not renewed again */
+bool hb_lost[NR];
+#define HB_DUE(r) (until[r] < now + TTL && !hb_lost[r])
+#define HB_LOST(r) hb_lost[r] = 1
+#define HB_RESET(r) hb_lost[r] = 0
+#else
+#define DECIDE(s) skip
+#define HB_DUE(r) 1
+#define HB_LOST(r) skip
+#define HB_RESET(r) skip
+#endif
 
 /* the run row of a candidate: attempt 1 of the cursor's slot, of the row's fence and holder,
    failed, or running/abandoned under an expired lease (attempt 2 is the last: NA) */
@@ -211,6 +253,7 @@ inline start(r) {
     assert(lf[r] > last_fence[r]);
 #endif
     last_fence[r] = lf[r];
+    DECIDE(ls[r]);
     exec[r] = 1;
     ph[r] = RUN
 }
@@ -234,6 +277,7 @@ inline won_lease(r, fence) {
 /* lost_writes.check on a refusal: a row behind what was seen is written back
    (Statements.raise_floor: never lowering either), then learnt */
 inline refused(r) {
+    DECIDE(req_s[r]);
     if
     :: l_exists && (l_slot < seen_s[r] || l_fence < seen_f[r]) ->
         if :: l_slot < seen_s[r] -> l_slot = seen_s[r] :: else fi;
@@ -265,6 +309,7 @@ end:
         if
         :: req_s[r] <= seen_s[r] ->     /* lost_writes.refusals: it saw this slot taken */
             printf("@@ now=%d R%d refuses slot %d: it saw it taken\n", now, r, req_s[r]);
+            DECIDE(req_s[r]);
             forget_request(r)
         :: else ->
             nonces++; req_n[r] = nonces; req_a[r] = 1;
@@ -288,13 +333,18 @@ end:
             printf("@@ now=%d R%d recovers: the row carries slot %d (holder %d): won, fence %d\n",
                 now, r, l_slot, l_holder, l_fence);
             won_lease(r, l_fence)
+#ifdef NO_GIVE_UP
+        :: else -> skip     /* waits for its row: a request whose statement never ran waits forever */
+#else
         :: else ->
             if
             :: printf("@@ now=%d R%d recovers: not its row; sends again\n", now, r);
                db_acquire(r, won); answered(r, won)
             :: printf("@@ now=%d R%d recovers: the second round failed too\n", now, r);
+               DECIDE(req_s[r]);
                forget_request(r); ph[r] = IDLE
             fi
+#endif
         fi;
         won = 0
        }
@@ -324,7 +374,7 @@ end:
        }
     /* --- the heartbeat thread: postgresql.heartbeat_statement */
     :: atomic {
-        ph[r] == RUN ->
+        ph[r] == RUN && HB_DUE(r) ->
         /* guard: heartbeat: l.name = b.name AND l.fence = b.fence AND l.holder = b.holder */
         if
         :: l_exists && G_HB(r) ->
@@ -334,7 +384,8 @@ end:
             l_exp = now + TTL;
             until[r] = l_exp
         :: else ->
-            printf("@@ now=%d R%d renewal refused: the lease is not its own\n", now, r)
+            printf("@@ now=%d R%d renewal refused: the lease is not its own\n", now, r);
+            HB_LOST(r)
         fi
        }
     /* --- the worker ends: postgresql.finish_statement (finished, released CTEs) */
@@ -360,7 +411,7 @@ end:
         fi;
         printf("@@ now=%d R%d finishes slot %d attempt %d (fence %d): run row %d\n",
             now, r, ls[r], la[r], lf[r], r_out[i]);
-        exec[r] = 0; until[r] = 0; ph[r] = IDLE;
+        exec[r] = 0; until[r] = 0; ph[r] = IDLE; HB_RESET(r);
         lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0; i = 0; out = 0
        }
 #ifndef NO_ATTEMPTS
@@ -396,10 +447,25 @@ end:
 #endif
     /* --- the replica crashes and restarts: its threads and its memory are gone */
     :: atomic {
-        crashes < MAXCRASH ->
+        crashes < MAXCRASH && CAN_CRASH(r) ->
         crashes++;
         printf("@@ now=%d R%d crashes and restarts\n", now, r);
-        exec[r] = 0; until[r] = 0; ph[r] = IDLE;
+#ifdef WATCH
+        /* its running run rows are dead: stuck once the lease expires, or at once if the
+           lease is another attempt's */
+        for (i : 0 .. RUNS - 1) {
+            if
+            :: r_out[i] == RUNNING && r_holder[i] != 0 && (r_holder[i] == ln[r] || r_holder[i] == req_n[r]) ->
+                if
+                :: r_fence[i] == l_fence && r_holder[i] == l_holder && l_exp >= now ->
+                    dead_from[i] = l_exp + 1
+                :: else -> dead_from[i] = now + 1
+                fi
+            :: else
+            fi
+        }
+#endif
+        exec[r] = 0; until[r] = 0; ph[r] = IDLE; HB_RESET(r);
         lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0;
         forget_request(r);
         seen_s[r] = 0; seen_f[r] = 0; last_fence[r] = 0;
@@ -415,14 +481,30 @@ active proctype database() {
     byte i;
 end:
     do
+#ifdef WATCH
+    /* the clock passes a tick only if the watcher passed within the last WATCH ticks */
+    :: atomic {
+        now < MAXT && now + 1 - watched <= WATCH ->
+        for (i : 0 .. RUNS - 1) {
+            /* property: P6_watcher_marks_dead_runs_in_bound */
+            assert(!(r_out[i] == RUNNING && dead_from[i] && now + 1 >= dead_from[i] + WATCH))
+        }
+        i = 0;
+        now++
+       }
+#else
     :: d_step { now < MAXT -> now++ }
+#endif
 #ifndef NO_ATTEMPTS
     /* AttemptStatements._stuck and _mark_stuck, one transaction */
     :: atomic {
+#ifdef WATCH
+        watched < now -> watched = now;     /* one pass per tick */
+#endif
         /* guard: stuck: runs.fence != leases.fence OR runs.holder != leases.holder OR leases.expires_at < now */
         for (i : 0 .. RUNS - 1) {
             if
-            :: r_out[i] == RUNNING && (r_fence[i] != l_fence || r_holder[i] != l_holder || l_exp < now) ->
+            :: r_out[i] == RUNNING && (r_fence[i] != l_fence || r_holder[i] != l_holder || G_STUCK_EXPIRED) ->
                 printf("@@ now=%d the watcher marks the run of fence %d abandoned\n", now, r_fence[i]);
                 /* property: P5_watcher_spares_live_runs */
                 assert(SAFE_WITHOUT_LOSS(!LIVE(0, r_fence[i], r_holder[i]) && !LIVE(1, r_fence[i], r_holder[i])));
@@ -460,6 +542,13 @@ active proctype overlap() {
     /* property: P2_no_overlap_while_both_unexpired */
     assert(SAFE_WITHOUT_LOSS(!OVERLAP))
 }
+
+#ifdef LIVENESS
+/* L1: with weak fairness, every due tick is run or skipped with a reason by R0, the
+   replica that stays up (refused by the database or by what it saw, or its acquisition
+   failed twice), whatever R1 does (it may crash once, holding the lease) */
+ltl L1_every_due_tick_decided { <> (decided == ALL_SLOTS) }
+#endif
 
 init {
     atomic {

@@ -108,6 +108,40 @@ def test_lost_writes_findings(spin: None, tmp_path: Path, defines: tuple[str, ..
     assert any("failover" in step for step in result.steps), result.story()
 
 
+# --- progress: liveness under weak fairness, the watcher's bound ------------------
+
+
+@pytest.mark.slow
+def test_every_due_tick_is_decided_and_dead_runs_are_marked(spin: None, tmp_path: Path) -> None:
+    """L1 (an ltl claim): every due tick is run or skipped with a reason by R0, the
+    replica that stays up, whatever R1 does; and in the same search P6: a run whose
+    replica crashed is marked by the watcher, which passes every tick, within a tick of
+    its lease's expiry. Acceptance cycles are searched without fairness: none at all
+    means none under weak fairness either (every step is finite; the clock stops)."""
+    result = spin_model.liveness(tmp_path)
+    print(f"{result.states} states, {result.memory_mb:.0f} MB, {result.seconds:.1f} s")
+    assert result.errors == 0, result.story()
+    assert result.complete, result.output
+    assert "acceptance   cycles \t+" in result.output, result.output
+
+
+# Each breaks progress; the property its counterexample breaks (an acceptance cycle of
+# L1, or P6's bounded response).
+PROGRESS_MUTATIONS = {
+    "NO_GIVE_UP": "L1_every_due_tick_decided",
+    "NO_WATCHER_EXPIRY": "P6_watcher_marks_dead_runs_in_bound",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutation", sorted(PROGRESS_MUTATIONS))
+def test_progress_mutation_is_caught(spin: None, tmp_path: Path, mutation: str) -> None:
+    result = spin_model.liveness(tmp_path, (f"-D{mutation}",), optimize="-O0")
+    print(result.story())
+    assert result.errors, f"{mutation}: no counterexample\n{result.output}"
+    assert result.violated == PROGRESS_MUTATIONS[mutation], result.story()
+
+
 # --- the model's guards are the statements' ---------------------------------------
 
 _NOW = pg.NOW_SQL
