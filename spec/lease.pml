@@ -15,7 +15,7 @@
  * tests/support/spin_model.py turns into the counterexample's story; pan prints nothing.
  *
  * Mutations, one at a time (spin -DNAME): NO_EXPIRY, NO_REACQUIRE_EXPIRY, NO_HB_FENCE,
- * NO_NONCE_CHECK, NO_SLOT_CURSOR, NO_HOLDER_MATCH. LOST_WRITES adds a standby that misses commits
+ * NO_NONCE_CHECK, NO_SLOT_CURSOR, NO_HOLDER_MATCH, REFENCE_FENCE_MATCH. LOST_WRITES adds a standby that misses commits
  * and one failover to it; the properties that hold only without lost writes are then
  * checked only until the failover (SAFE_WITHOUT_LOSS).
  *
@@ -101,6 +101,12 @@
 #define G_HOLDER(h, r) 1
 #else
 #define G_HOLDER(h, r) ((h) == ln[r])
+#endif
+/* REFENCE_FENCE_MATCH: the renumbering as it was before SPIN's finding (design §10.4) */
+#ifdef REFENCE_FENCE_MATCH
+#define G_REFENCE(r) (l_fence == lf[r] && l_holder == ln[r])
+#else
+#define G_REFENCE(r) (l_holder == ln[r])
 #endif
 #ifdef NO_WATCHER_EXPIRY
 #define G_STUCK_EXPIRED 0
@@ -351,10 +357,12 @@ end:
     /* --- LostWrites._refence: Statements.refence, the lease and its run rows */
     :: atomic {
         ph[r] == REFENCE ->
-        /* guard: refence: leases.name = :b_name AND leases.fence = :b_fence AND leases.holder = :b_holder */
+        /* guard: refence: leases.name = :b_name AND leases.holder = :b_holder */
         if
-        :: l_fence == lf[r] && l_holder == ln[r] ->
-            l_fence = seen_f[r] + 1;
+        :: G_REFENCE(r) ->
+            /* above what it saw and what the row has: another replica's write-back may
+               have raised the fence since the win */
+            if :: l_fence < seen_f[r] + 1 -> l_fence = seen_f[r] + 1 :: else -> l_fence = l_fence + 1 fi;
             if :: l_slot < seen_s[r] -> l_slot = seen_s[r] :: else fi;
             for (i : 0 .. RUNS - 1) {
                 if

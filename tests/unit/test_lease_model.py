@@ -65,10 +65,12 @@ MUTATIONS = {
     "NO_NONCE_CHECK": "P1_one_start_per_slot_attempt",
     "NO_SLOT_CURSOR": "P1_one_start_per_slot_attempt",
 }
-# Guarantees that do not survive lost writes, found by SPIN (docs/design.md)
+# What SPIN found with lost writes (docs/design.md): a replica may run a (slot, attempt)
+# twice; and, before the renumbering matched the nonce alone (REFENCE_FENCE_MATCH), it
+# could hand a fence out twice.
 LOST_WRITE_FINDINGS = {
-    ("-DLOST_WRITES",): "P4w_own_fences_increase",
-    ("-DLOST_WRITES", "-DWAIVE_P4W"): "P1w_one_start_per_replica",
+    ("-DLOST_WRITES",): "P1w_one_start_per_replica",
+    ("-DLOST_WRITES", "-DREFENCE_FENCE_MATCH", "-DWAIVE_P1W"): "P4w_own_fences_increase",
 }
 
 
