@@ -27,7 +27,8 @@
  * under weak fairness (pan -a -f); mutation NO_GIVE_UP: a recovery that waits for its
  * own row instead of sending again or giving up.
  *
- * RUN_NOW adds one manual run (run_now: slot -1), by either replica; checked with NS=1.
+ * RUN_NOW adds one manual run (run_now: slot -1), by either replica; checked with NS=1;
+ * mutation NO_MANUAL_EXPIRY: the manual acquisition takes an unexpired lease.
  */
 
 #define NR 2            /* the overlap property below names both replicas */
@@ -83,6 +84,11 @@
 #define G_EXPIRED 1
 #else
 #define G_EXPIRED (l_exp < now)
+#endif
+#ifdef NO_MANUAL_EXPIRY
+#define G_MANUAL_EXPIRED 1
+#else
+#define G_MANUAL_EXPIRED (l_exp < now)
 #endif
 #ifdef NO_REACQUIRE_EXPIRY
 #define G_CAS_EXPIRED 1
@@ -229,7 +235,7 @@ inline db_acquire(r, won) {
             won = 1
         /* guard: acquire manual conflict: l.expires_at < now AND NOT l.paused AND excluded.slot < 0 */
         /* guard: acquire manual slot: CASE WHEN excluded.slot < 0 THEN l.slot */
-        :: l_exists && G_EXPIRED ->
+        :: l_exists && G_MANUAL_EXPIRED ->
             l_holder = req_n[r]; l_fence = l_fence + 1; l_exp = now + TTL;
             won = l_fence
         :: else

@@ -69,6 +69,17 @@ def test_run_now_model_verifies(spin: None, tmp_path: Path) -> None:
     assert result.states > 100_000
 
 
+@pytest.mark.slow
+def test_run_now_without_expiry_is_caught(spin: None, tmp_path: Path) -> None:
+    """The manual acquisition's conflict clause without ``l.expires_at < now``: a manual
+    run starts beside a scheduled one."""
+    defines = ("-DRUN_NOW", "-DNS=1", "-DNO_MANUAL_EXPIRY")
+    result = spin_model.check(tmp_path, defines, breadth_first=True, optimize="-O0")
+    print(result.story())
+    assert result.violated == "P2_no_overlap_while_both_unexpired", result.story()
+    assert any("manual run" in step for step in result.steps), result.story()
+
+
 # Each mutation removes one guard; the property its counterexample breaks.
 MUTATIONS = {
     "NO_EXPIRY": "P2_no_overlap_while_both_unexpired",
