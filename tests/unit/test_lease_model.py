@@ -61,8 +61,9 @@ def test_lost_writes_weaker_properties_hold(spin: None, tmp_path: Path) -> None:
 def test_run_now_model_verifies(spin: None, tmp_path: Path) -> None:
     """A manual run (run_now: slot -1, no future gate, no cursor, the row's cursor kept,
     its own run row; the nonce check without the slot) besides the ticks of one slot:
-    every safety property holds. Two slots with a manual run do not fit CI's budget."""
-    result = spin_model.check(tmp_path, ("-DRUN_NOW", "-DNS=1"))
+    every safety property holds, to a horizon of 5 ticks (a takeover of slot 1's lease
+    fits). Two slots with a manual run do not fit CI's budget."""
+    result = spin_model.check(tmp_path, ("-DRUN_NOW", "-DNS=1", "-DMAXT=5"), optimize="-O0")
     print(f"{result.states} states, {result.memory_mb:.0f} MB, {result.seconds:.1f} s")
     assert result.errors == 0, result.story()
     assert result.complete, result.output
@@ -73,7 +74,7 @@ def test_run_now_model_verifies(spin: None, tmp_path: Path) -> None:
 def test_run_now_without_expiry_is_caught(spin: None, tmp_path: Path) -> None:
     """The manual acquisition's conflict clause without ``l.expires_at < now``: a manual
     run starts beside a scheduled one."""
-    defines = ("-DRUN_NOW", "-DNS=1", "-DNO_MANUAL_EXPIRY")
+    defines = ("-DRUN_NOW", "-DNS=1", "-DMAXT=5", "-DNO_MANUAL_EXPIRY")
     result = spin_model.check(tmp_path, defines, breadth_first=True, optimize="-O0")
     print(result.story())
     assert result.violated == "P2_no_overlap_while_both_unexpired", result.story()
