@@ -9,7 +9,13 @@ CI checks two replicas, two slots and a clock horizon of 6 ticks exhaustively
   error), covering far more than an exhaustive search could hold in memory;
 - ``lost-writes``: the failover model with retries and the watcher, the
   properties that hold only without lost writes checked up to the failover, the
-  two that fail with lost writes waived (docs/design.md, "What the model checks").
+  two that fail with lost writes waived (docs/design.md, "What the model checks");
+- ``p4w-lost-writes``: the same with only P1w waived: a replica never hands out a
+  fence twice, lost writes and retries included (since the renumbering matches
+  the nonce alone);
+- ``fair``: the liveness claim under weak fairness (pan -a -f); CI checks it
+  without fairness, which is stronger;
+- ``run-now``: a manual run beside two slots, bitstate.
 
     python benchmarks/model_check.py [--only NAME] [--bits 28]
 
@@ -46,12 +52,27 @@ def configurations(bits: int) -> dict[str, dict[str, object]]:
             "cc_flags": BITSTATE,
             "pan_flags": (f"-w{bits}",),
         },
+        "p4w-lost-writes": {
+            "defines": ("-DLOST_WRITES", "-DWAIVE_P1W"),
+            "cc_flags": BITSTATE,
+            "pan_flags": (f"-w{bits}",),
+        },
+        "fair": {
+            "defines": ("-DLIVENESS",),
+            "cc_flags": ("-DCOLLAPSE", "-DNFAIR=3"),
+            "pan_flags": ("-a", "-f"),
+        },
+        "run-now": {
+            "defines": ("-DRUN_NOW",),
+            "cc_flags": BITSTATE,
+            "pan_flags": (f"-w{bits}",),
+        },
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="one configuration: ci, slots3 or lost-writes")
+    parser.add_argument("--only", help="one configuration: " + ", ".join(configurations(28)))
     parser.add_argument("--bits", type=int, default=28, help="bitstate table: 2**BITS bits")
     args = parser.parse_args()
     problem = spin_model.available()

@@ -15,9 +15,20 @@
  * tests/support/spin_model.py turns into the counterexample's story; pan prints nothing.
  *
  * Mutations, one at a time (spin -DNAME): NO_EXPIRY, NO_REACQUIRE_EXPIRY, NO_HB_FENCE,
- * NO_NONCE_CHECK, NO_SLOT_CURSOR, NO_HOLDER_MATCH. LOST_WRITES adds a standby that misses commits
+ * NO_NONCE_CHECK, NO_SLOT_CURSOR, NO_HOLDER_MATCH, REFENCE_FENCE_MATCH. LOST_WRITES adds a standby that misses commits
  * and one failover to it; the properties that hold only without lost writes are then
  * checked only until the failover (SAFE_WITHOUT_LOSS).
+ *
+ * Progress (docs/design.md, "Liveness"): WATCH=W schedules the stuck watcher at least
+ * every W ticks (the clock does not pass a tick without a pass) and checks that a run
+ * whose replica crashed is marked within W ticks of its lease's expiry (P6; mutation
+ * NO_WATCHER_EXPIRY). LIVENESS adds WATCH=1, renewals only when due (once per tick),
+ * R0 never crashing (R1 may), and the claim L1 below, checked for acceptance cycles
+ * under weak fairness (pan -a -f); mutation NO_GIVE_UP: a recovery that waits for its
+ * own row instead of sending again or giving up.
+ *
+ * RUN_NOW adds one manual run (run_now: slot -1), by either replica; checked with NS=1;
+ * mutation NO_MANUAL_EXPIRY: the manual acquisition takes an unexpired lease.
  */
 
 #define NR 2            /* the overlap property below names both replicas */
@@ -32,10 +43,25 @@
 #ifndef MAXT
 #define MAXT 6          /* the clock stops here: the horizon of the exhaustive check */
 #endif
+#ifdef LIVENESS
+#ifndef WATCH
+#define WATCH 1
+#endif
+#define CAN_CRASH(r) ((r) == 1)     /* R0 stays up */
+#else
+#define CAN_CRASH(r) 1
+#endif
 #ifndef MAXCRASH
 #define MAXCRASH 1
 #endif
 #define RUNS (NS * NA)
+/* RUN_NOW: one manual run (run_now), its own run row after the scheduled ones */
+#ifdef RUN_NOW
+#define ROWS (RUNS + 1)
+#else
+#define ROWS RUNS
+#endif
+#define MIX RUNS        /* the manual run's row */
 #define RIX(s, a) (((s) - 1) * NA + (a) - 1)
 
 /* run outcomes (cronlease/_lease/outcomes.py) */
@@ -58,6 +84,11 @@
 #define G_EXPIRED 1
 #else
 #define G_EXPIRED (l_exp < now)
+#endif
+#ifdef NO_MANUAL_EXPIRY
+#define G_MANUAL_EXPIRED 1
+#else
+#define G_MANUAL_EXPIRED (l_exp < now)
 #endif
 #ifdef NO_REACQUIRE_EXPIRY
 #define G_CAS_EXPIRED 1
@@ -86,6 +117,17 @@
 #else
 #define G_HOLDER(h, r) ((h) == ln[r])
 #endif
+/* REFENCE_FENCE_MATCH: the renumbering as it was before SPIN's finding (design §10.4) */
+#ifdef REFENCE_FENCE_MATCH
+#define G_REFENCE(r) (l_fence == lf[r] && l_holder == ln[r])
+#else
+#define G_REFENCE(r) (l_holder == ln[r])
+#endif
+#ifdef NO_WATCHER_EXPIRY
+#define G_STUCK_EXPIRED 0
+#else
+#define G_STUCK_EXPIRED (l_exp < now)
+#endif
 
 /* --- the database: the lease row and the run rows, indexed by (slot, attempt) ------ */
 bool l_exists;
@@ -93,15 +135,15 @@ byte l_holder;          /* the winning attempt's nonce (the holder#nonce column)
 byte l_fence;
 byte l_slot;            /* the slot cursor */
 byte l_exp;             /* expires_at */
-byte r_out[RUNS];
-byte r_fence[RUNS];
-byte r_holder[RUNS];
+byte r_out[ROWS];
+byte r_fence[ROWS];
+byte r_holder[ROWS];
 byte now = 0;           /* the database clock */
 
 #ifdef LOST_WRITES
 /* the standby: the primary as of the last commit it received */
 bool s_exists; byte s_holder; byte s_fence; byte s_slot; byte s_exp;
-byte s_out[RUNS]; byte s_rfence[RUNS]; byte s_rholder[RUNS];
+byte s_out[ROWS]; byte s_rfence[ROWS]; byte s_rholder[ROWS];
 bool failed_over;
 #define SAFE_WITHOUT_LOSS(p) (failed_over || (p))
 #else
@@ -113,6 +155,10 @@ byte ph[NR];
 byte next_s[NR];        /* the slot its timer fires next */
 byte lf[NR]; byte ln[NR]; byte ls[NR]; byte la[NR];     /* its lease: fence, nonce, slot, attempt */
 byte req_s[NR]; byte req_n[NR]; byte req_a[NR]; byte req_f[NR];   /* a request in flight */
+bool req_m[NR]; bool lm[NR];    /* the request, the lease: manual (run_now, slot -1) */
+byte manuals = 0;               /* run_now requests made (at most one) */
+/* the run row of replica r's lease */
+#define ROW(r) (lm[r] -> MIX : RIX(ls[r], la[r]))
 byte seen_s[NR]; byte seen_f[NR];                       /* watermark.py */
 byte nonces = 0;        /* the last nonce handed out: a nonce is never reused */
 byte crashes = 0;
@@ -120,10 +166,31 @@ byte crashes = 0;
 /* --- ghosts: what really happened, for the properties -------------------------------- */
 bool exec[NR];          /* its worker executes the task */
 byte until[NR];         /* the expires_at the database last granted its lease */
-byte started[RUNS];     /* worker starts per (slot, attempt), all replicas */
-byte own_started[NR * RUNS];    /* the same per replica, since its last restart */
+byte started[ROWS];     /* worker starts per (slot, attempt), all replicas */
+byte own_started[NR * ROWS];    /* the same per replica, since its last restart */
 byte issued = 0;        /* the highest fence the database issued */
 byte last_fence[NR];    /* the fence of the replica's previous run since its last restart */
+
+#ifdef WATCH
+byte watched = 0;       /* the time of the stuck watcher's last pass */
+byte dead_from[ROWS];   /* a run whose replica crashed: the first tick it is stuck at */
+#endif
+#ifdef LIVENESS
+byte decided = 0;       /* per slot (bit s - 1): R0 started it, or skipped it with a reason */
+#define ALL_SLOTS ((1 << NS) - 1)
+#define DECIDE(s) if :: r == 0 -> decided = decided | (1 << ((s) - 1)) :: else fi
+/* heartbeat.py renews a lease when it is due, not in a loop: once per tick here; a
+   refused renewal is the lease lost, and it is not renewed again */
+bool hb_lost[NR];
+#define HB_DUE(r) (until[r] < now + TTL && !hb_lost[r])
+#define HB_LOST(r) hb_lost[r] = 1
+#define HB_RESET(r) hb_lost[r] = 0
+#else
+#define DECIDE(s) skip
+#define HB_DUE(r) 1
+#define HB_LOST(r) skip
+#define HB_RESET(r) skip
+#endif
 
 /* the run row of a candidate: attempt 1 of the cursor's slot, of the row's fence and holder,
    failed, or running/abandoned under an expired lease (attempt 2 is the last: NA) */
@@ -138,7 +205,7 @@ byte last_fence[NR];    /* the fence of the replica's previous run since its las
 #define LIVE(r, f, h) (exec[r] && lf[r] == (f) && ln[r] == (h) && until[r] >= now)
 
 inline sweep(fence, nonce) {
-    for (i : 0 .. RUNS - 1) {
+    for (i : 0 .. ROWS - 1) {
         if
         :: r_out[i] == RUNNING && (r_fence[i] < fence || r_holder[i] != nonce) ->
             r_out[i] = ABANDONED
@@ -161,7 +228,19 @@ inline db_acquire(r, won) {
     won = 0;
     /* guard: acquire insert: b.slot < 0 OR b.slot::float8 / 1000.0 <= now + b.tolerance */
     if
-    :: req_s[r] * GAP <= now + TOL ->
+    :: req_m[r] ->
+        if
+        :: !l_exists ->     /* slot -1: below every slot */
+            l_exists = 1; l_holder = req_n[r]; l_fence = 1; l_slot = 0; l_exp = now + TTL;
+            won = 1
+        /* guard: acquire manual conflict: l.expires_at < now AND NOT l.paused AND excluded.slot < 0 */
+        /* guard: acquire manual slot: CASE WHEN excluded.slot < 0 THEN l.slot */
+        :: l_exists && G_MANUAL_EXPIRED ->
+            l_holder = req_n[r]; l_fence = l_fence + 1; l_exp = now + TTL;
+            won = l_fence
+        :: else
+        fi
+    :: !req_m[r] && req_s[r] * GAP <= now + TOL ->
         if
         :: !l_exists ->
             l_exists = 1; l_holder = req_n[r]; l_fence = 1; l_slot = req_s[r]; l_exp = now + TTL;
@@ -179,13 +258,23 @@ inline db_acquire(r, won) {
         issue(won);
         /* guard: acquire abandoned: r.name = a.name AND r.outcome = 'running' AND (r.fence < a.fence OR r.holder <> a.holder) */
         sweep(won, req_n[r]);
-        r_out[RIX(req_s[r], 1)] = RUNNING; r_fence[RIX(req_s[r], 1)] = won;
-        r_holder[RIX(req_s[r], 1)] = req_n[r];
-        printf("@@ now=%d R%d acquire slot %d (nonce %d): won, fence %d, expires %d\n",
-            now, r, req_s[r], req_n[r], won, l_exp)
+        if
+        :: req_m[r] ->
+            r_out[MIX] = RUNNING; r_fence[MIX] = won; r_holder[MIX] = req_n[r];
+            printf("@@ now=%d R%d acquire manual run (nonce %d): won, fence %d, expires %d\n",
+                now, r, req_n[r], won, l_exp)
+        :: else ->
+            r_out[RIX(req_s[r], 1)] = RUNNING; r_fence[RIX(req_s[r], 1)] = won;
+            r_holder[RIX(req_s[r], 1)] = req_n[r];
+            printf("@@ now=%d R%d acquire slot %d (nonce %d): won, fence %d, expires %d\n",
+                now, r, req_s[r], req_n[r], won, l_exp)
+        fi
     :: else ->
         if
-        :: req_s[r] * GAP > now + TOL ->
+        :: req_m[r] ->
+            printf("@@ now=%d R%d acquire manual run (nonce %d): refused (fence %d, expires %d)\n",
+                now, r, req_n[r], l_fence, l_exp)
+        :: !req_m[r] && req_s[r] * GAP > now + TOL ->
             printf("@@ now=%d R%d acquire slot %d (nonce %d): refused, future (due at %d)\n",
                 now, r, req_s[r], req_n[r], req_s[r] * GAP)
         :: else ->
@@ -197,34 +286,37 @@ inline db_acquire(r, won) {
 
 /* The worker starts executing the run of lease lf/ln/ls/la. */
 inline start(r) {
-    started[RIX(ls[r], la[r])]++;
-    own_started[r * RUNS + RIX(ls[r], la[r])]++;
+    started[ROW(r)]++;
+    own_started[r * ROWS + ROW(r)]++;
     printf("@@ now=%d R%d starts slot %d attempt %d, fence %d\n", now, r, ls[r], la[r], lf[r]);
     /* property: P1_one_start_per_slot_attempt */
-    assert(SAFE_WITHOUT_LOSS(started[RIX(ls[r], la[r])] <= 1));
+    assert(SAFE_WITHOUT_LOSS(started[ROW(r)] <= 1));
 #ifndef WAIVE_P1W
     /* property: P1w_one_start_per_replica */
-    assert(own_started[r * RUNS + RIX(ls[r], la[r])] <= 1);
+    assert(own_started[r * ROWS + ROW(r)] <= 1);
 #endif
 #ifndef WAIVE_P4W
     /* property: P4w_own_fences_increase */
     assert(lf[r] > last_fence[r]);
 #endif
     last_fence[r] = lf[r];
+    if :: !lm[r] -> DECIDE(ls[r]) :: else fi;
     exec[r] = 1;
     ph[r] = RUN
 }
 
 inline forget_request(r) {
-    req_s[r] = 0; req_n[r] = 0; req_a[r] = 0; req_f[r] = 0
+    req_s[r] = 0; req_n[r] = 0; req_a[r] = 0; req_f[r] = 0; req_m[r] = 0
 }
 
 /* lost_writes.check / LostWrites.reacquired: learn the slot and fence; a win whose fence
    is not above the one seen is refenced before the run starts */
 inline won_lease(r, fence) {
     lf[r] = fence; ln[r] = req_n[r]; ls[r] = req_s[r]; la[r] = req_a[r]; until[r] = l_exp;
+    lm[r] = req_m[r];
     forget_request(r);
-    if :: ls[r] > seen_s[r] -> seen_s[r] = ls[r] :: else fi;
+    /* a manual win: the row's cursor not read (Watermarks.saw(slot None)) */
+    if :: !lm[r] && ls[r] > seen_s[r] -> seen_s[r] = ls[r] :: else fi;
     if
     :: fence <= seen_f[r] -> ph[r] = REFENCE
     :: else -> seen_f[r] = fence; start(r)
@@ -234,6 +326,7 @@ inline won_lease(r, fence) {
 /* lost_writes.check on a refusal: a row behind what was seen is written back
    (Statements.raise_floor: never lowering either), then learnt */
 inline refused(r) {
+    if :: !req_m[r] -> DECIDE(req_s[r]) :: else fi;
     if
     :: l_exists && (l_slot < seen_s[r] || l_fence < seen_f[r]) ->
         if :: l_slot < seen_s[r] -> l_slot = seen_s[r] :: else fi;
@@ -265,6 +358,7 @@ end:
         if
         :: req_s[r] <= seen_s[r] ->     /* lost_writes.refusals: it saw this slot taken */
             printf("@@ now=%d R%d refuses slot %d: it saw it taken\n", now, r, req_s[r]);
+            DECIDE(req_s[r]);
             forget_request(r)
         :: else ->
             nonces++; req_n[r] = nonces; req_a[r] = 1;
@@ -279,34 +373,59 @@ end:
         fi;
         won = 0
        }
+#ifdef RUN_NOW
+    /* --- run_now: a manual acquisition (slot -1): no future gate, no cursor, the row's
+       cursor kept; lost_writes.refusals does not refuse it */
+    :: atomic {
+        ph[r] == IDLE && manuals < 1 ->
+        manuals++;
+        nonces++; req_n[r] = nonces; req_a[r] = 1; req_m[r] = 1;
+        if
+        :: db_acquire(r, won); answered(r, won)
+        :: db_acquire(r, won); ph[r] = UNKNOWN;
+           printf("@@ now=%d R%d: the connection broke after the statement ran\n", now, r)
+        :: ph[r] = UNKNOWN;
+           printf("@@ now=%d R%d acquire manual run (nonce %d): the connection broke before it ran\n",
+               now, r, req_n[r])
+        fi;
+        won = 0
+       }
+#endif
     /* --- recovery.recover: the nonce check, then the same request once more */
     :: atomic {
         ph[r] == UNKNOWN ->
-        /* guard: recover: row.holder == nonce AND row.slot == request.slot */
+        /* guard: recover: row.holder == nonce AND (request.manual or row.slot == request.slot) */
         if
-        :: l_exists && l_slot == req_s[r] && G_NONCE(req_n[r]) ->
+        :: l_exists && (req_m[r] || l_slot == req_s[r]) && G_NONCE(req_n[r]) ->
             printf("@@ now=%d R%d recovers: the row carries slot %d (holder %d): won, fence %d\n",
                 now, r, l_slot, l_holder, l_fence);
             won_lease(r, l_fence)
+#ifdef NO_GIVE_UP
+        :: else -> skip     /* waits for its row: a request whose statement never ran waits forever */
+#else
         :: else ->
             if
             :: printf("@@ now=%d R%d recovers: not its row; sends again\n", now, r);
                db_acquire(r, won); answered(r, won)
             :: printf("@@ now=%d R%d recovers: the second round failed too\n", now, r);
+               if :: !req_m[r] -> DECIDE(req_s[r]) :: else fi;
                forget_request(r); ph[r] = IDLE
             fi
+#endif
         fi;
         won = 0
        }
     /* --- LostWrites._refence: Statements.refence, the lease and its run rows */
     :: atomic {
         ph[r] == REFENCE ->
-        /* guard: refence: leases.name = :b_name AND leases.fence = :b_fence AND leases.holder = :b_holder */
+        /* guard: refence: leases.name = :b_name AND leases.holder = :b_holder */
         if
-        :: l_fence == lf[r] && l_holder == ln[r] ->
-            l_fence = seen_f[r] + 1;
+        :: G_REFENCE(r) ->
+            /* above what it saw and what the row has: another replica's write-back may
+               have raised the fence since the win */
+            if :: l_fence < seen_f[r] + 1 -> l_fence = seen_f[r] + 1 :: else -> l_fence = l_fence + 1 fi;
             if :: l_slot < seen_s[r] -> l_slot = seen_s[r] :: else fi;
-            for (i : 0 .. RUNS - 1) {
+            for (i : 0 .. ROWS - 1) {
                 if
                 :: r_fence[i] == lf[r] && r_holder[i] == ln[r] -> r_fence[i] = l_fence
                 :: else
@@ -324,7 +443,7 @@ end:
        }
     /* --- the heartbeat thread: postgresql.heartbeat_statement */
     :: atomic {
-        ph[r] == RUN ->
+        ph[r] == RUN && HB_DUE(r) ->
         /* guard: heartbeat: l.name = b.name AND l.fence = b.fence AND l.holder = b.holder */
         if
         :: l_exists && G_HB(r) ->
@@ -334,14 +453,15 @@ end:
             l_exp = now + TTL;
             until[r] = l_exp
         :: else ->
-            printf("@@ now=%d R%d renewal refused: the lease is not its own\n", now, r)
+            printf("@@ now=%d R%d renewal refused: the lease is not its own\n", now, r);
+            HB_LOST(r)
         fi
        }
     /* --- the worker ends: postgresql.finish_statement (finished, released CTEs) */
     :: atomic {
         ph[r] == RUN ->
         if :: out = DONE :: out = FAILED fi;
-        i = RIX(ls[r], la[r]);
+        i = ROW(r);
         /* guard: finish run: r.name = b.name AND r.slot = b.slot AND r.manual = b.manual AND r.fence = b.fence AND r.holder = b.holder AND r.outcome IN ('running', 'abandoned') */
         if
         :: r_fence[i] == lf[r] && G_HOLDER(r_holder[i], r) && (r_out[i] == RUNNING || r_out[i] == ABANDONED) ->
@@ -360,8 +480,8 @@ end:
         fi;
         printf("@@ now=%d R%d finishes slot %d attempt %d (fence %d): run row %d\n",
             now, r, ls[r], la[r], lf[r], r_out[i]);
-        exec[r] = 0; until[r] = 0; ph[r] = IDLE;
-        lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0; i = 0; out = 0
+        exec[r] = 0; until[r] = 0; ph[r] = IDLE; HB_RESET(r);
+        lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0; lm[r] = 0; i = 0; out = 0
        }
 #ifndef NO_ATTEMPTS
     /* --- the attempt poll: AttemptStatements._candidates; attempt_refusals */
@@ -396,14 +516,29 @@ end:
 #endif
     /* --- the replica crashes and restarts: its threads and its memory are gone */
     :: atomic {
-        crashes < MAXCRASH ->
+        crashes < MAXCRASH && CAN_CRASH(r) ->
         crashes++;
         printf("@@ now=%d R%d crashes and restarts\n", now, r);
-        exec[r] = 0; until[r] = 0; ph[r] = IDLE;
-        lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0;
+#ifdef WATCH
+        /* its running run rows are dead: stuck once the lease expires, or at once if the
+           lease is another attempt's */
+        for (i : 0 .. ROWS - 1) {
+            if
+            :: r_out[i] == RUNNING && r_holder[i] != 0 && (r_holder[i] == ln[r] || r_holder[i] == req_n[r]) ->
+                if
+                :: r_fence[i] == l_fence && r_holder[i] == l_holder && l_exp >= now ->
+                    dead_from[i] = l_exp + 1
+                :: else -> dead_from[i] = now + 1
+                fi
+            :: else
+            fi
+        }
+#endif
+        exec[r] = 0; until[r] = 0; ph[r] = IDLE; HB_RESET(r);
+        lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0; lm[r] = 0;
         forget_request(r);
         seen_s[r] = 0; seen_f[r] = 0; last_fence[r] = 0;
-        for (i : 0 .. RUNS - 1) { own_started[r * RUNS + i] = 0 }
+        for (i : 0 .. ROWS - 1) { own_started[r * ROWS + i] = 0 }
         i = 0
        }
     od
@@ -415,14 +550,30 @@ active proctype database() {
     byte i;
 end:
     do
+#ifdef WATCH
+    /* the clock passes a tick only if the watcher passed within the last WATCH ticks */
+    :: atomic {
+        now < MAXT && now + 1 - watched <= WATCH ->
+        for (i : 0 .. ROWS - 1) {
+            /* property: P6_watcher_marks_dead_runs_in_bound */
+            assert(!(r_out[i] == RUNNING && dead_from[i] && now + 1 >= dead_from[i] + WATCH))
+        }
+        i = 0;
+        now++
+       }
+#else
     :: d_step { now < MAXT -> now++ }
+#endif
 #ifndef NO_ATTEMPTS
     /* AttemptStatements._stuck and _mark_stuck, one transaction */
     :: atomic {
+#ifdef WATCH
+        watched < now -> watched = now;     /* one pass per tick */
+#endif
         /* guard: stuck: runs.fence != leases.fence OR runs.holder != leases.holder OR leases.expires_at < now */
-        for (i : 0 .. RUNS - 1) {
+        for (i : 0 .. ROWS - 1) {
             if
-            :: r_out[i] == RUNNING && (r_fence[i] != l_fence || r_holder[i] != l_holder || l_exp < now) ->
+            :: r_out[i] == RUNNING && (r_fence[i] != l_fence || r_holder[i] != l_holder || G_STUCK_EXPIRED) ->
                 printf("@@ now=%d the watcher marks the run of fence %d abandoned\n", now, r_fence[i]);
                 /* property: P5_watcher_spares_live_runs */
                 assert(SAFE_WITHOUT_LOSS(!LIVE(0, r_fence[i], r_holder[i]) && !LIVE(1, r_fence[i], r_holder[i])));
@@ -437,7 +588,7 @@ end:
     :: d_step {
         !failed_over ->
         s_exists = l_exists; s_holder = l_holder; s_fence = l_fence; s_slot = l_slot; s_exp = l_exp;
-        for (i : 0 .. RUNS - 1) { s_out[i] = r_out[i]; s_rfence[i] = r_fence[i]; s_rholder[i] = r_holder[i] }
+        for (i : 0 .. ROWS - 1) { s_out[i] = r_out[i]; s_rfence[i] = r_fence[i]; s_rholder[i] = r_holder[i] }
         i = 0
        }
     :: d_step {
@@ -446,9 +597,9 @@ end:
         printf("@@ now=%d failover: the standby had slot %d, fence %d, holder %d; later commits are lost\n",
             now, s_slot, s_fence, s_holder);
         l_exists = s_exists; l_holder = s_holder; l_fence = s_fence; l_slot = s_slot; l_exp = s_exp;
-        for (i : 0 .. RUNS - 1) { r_out[i] = s_out[i]; r_fence[i] = s_rfence[i]; r_holder[i] = s_rholder[i] }
+        for (i : 0 .. ROWS - 1) { r_out[i] = s_out[i]; r_fence[i] = s_rfence[i]; r_holder[i] = s_rholder[i] }
         s_exists = 0; s_holder = 0; s_fence = 0; s_slot = 0; s_exp = 0;
-        for (i : 0 .. RUNS - 1) { s_out[i] = 0; s_rfence[i] = 0; s_rholder[i] = 0 }
+        for (i : 0 .. ROWS - 1) { s_out[i] = 0; s_rfence[i] = 0; s_rholder[i] = 0 }
         i = 0
        }
 #endif
@@ -460,6 +611,13 @@ active proctype overlap() {
     /* property: P2_no_overlap_while_both_unexpired */
     assert(SAFE_WITHOUT_LOSS(!OVERLAP))
 }
+
+#ifdef LIVENESS
+/* L1: with weak fairness, every due tick is run or skipped with a reason by R0, the
+   replica that stays up (refused by the database or by what it saw, or its acquisition
+   failed twice), whatever R1 does (it may crash once, holding the lease) */
+ltl L1_every_due_tick_decided { <> (decided == ALL_SLOTS) }
+#endif
 
 init {
     atomic {

@@ -168,17 +168,18 @@ class LostWrites:
         self._lost(lease.name, None if lease.manual else lease.slot, lease.fence, before)
         floor = before.slot if lease.manual else max(before.slot, lease.slot)
         try:
-            ours = self._call(
+            given = self._call(
                 f"renumbering the lease of {lease.name!r}",
                 lambda conn: self._statements().refence(conn, lease, fence, floor),
             )
         except StoreError as exc:
             logger.warning("%s keeps fence %s: %s", lease.name, lease.fence, exc)
             return lease
-        if not ours:
-            return lease  # taken over meanwhile: its renewals will say so
-        self.seen.saw(lease.name, None if lease.manual else floor, fence)
-        return replace(lease, fence=fence)
+        if given is None:
+            return lease  # taken over meanwhile (another nonce): its renewals will say so
+        # above ``fence`` if another replica wrote back a higher one since the win
+        self.seen.saw(lease.name, None if lease.manual else floor, given)
+        return replace(lease, fence=given)
 
     def _raise_floor(self, name: str, before: Seen) -> None:
         try:

@@ -171,3 +171,56 @@ def test_a_win_with_a_reissued_fence_gets_a_fence_of_its_own(
     live.finish(lease, "succeeded")
     run = {run.slot: run for run in store.history(task_name)}[base_slot + 2]
     assert (run.fence, run.outcome) == (lease.fence, "succeeded")
+
+
+class _WriteBackFirst:
+    """A store's statements, with another replica's step run just before the store's
+    renumbering (``refence``): the interleaving SPIN found (docs/design.md §10.4)."""
+
+    def __init__(self, inner: Any, before_refence: Any) -> None:
+        self._inner = inner
+        self._before_refence = before_refence
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def refence(self, conn: Any, lease: Lease, fence: int, slot: int) -> Any:
+        self._before_refence()
+        return self._inner.refence(conn, lease, fence, slot)
+
+
+def test_a_write_back_between_win_and_renumbering_does_not_reuse_a_fence(
+    store: LeaseStore, replicas: Any, task_name: str, base_slot: int
+) -> None:
+    """R0 runs slot S (fence 2); R1 runs slot S+1 (fence 3); the database loses both.
+    R0 wins slot S+2 with fence 2 again and renumbers it — but just before, R1's
+    acquisition of slot S+3 is refused (R0 holds the lease) on a row that went back,
+    and R1 writes back fence 3 over R0's lease. R0 must still end with a fence it
+    never handed out, and a lease it can renew."""
+    first = take(replicas(), task_name, base_slot - 1, "prelim")  # fence 1
+    store.finish(first, "succeeded")
+    earlier = row_of(store, task_name)  # fence 1, slot S-1
+    r0, r1 = replicas(), replicas()
+    a = take(r0, task_name, base_slot, "r0")
+    r0.finish(a, "succeeded")
+    b = take(r1, task_name, base_slot + 1, "r1")
+    r1.finish(b, "failed")
+    assert (a.fence, b.fence) == (2, 3)
+    restore(store, earlier)  # the failover: slot S and S+1, fences 2 and 3, are lost
+
+    refused: list[Lease | Refusal] = []
+
+    def r1_is_refused() -> None:
+        if not refused:
+            refused.append(r1.acquire(request(task_name, base_slot + 3, "r1")))
+
+    r0.statements = _WriteBackFirst(r0.statements, r1_is_refused)  # type: ignore[assignment]
+    lease = take(r0, task_name, base_slot + 2, "r0")
+    assert refused and isinstance(refused[0], Refusal), refused
+    assert lease.fence > a.fence, f"R0 handed out fence {lease.fence} twice (slot S had it)"
+    row = row_of(store, task_name)
+    assert (row.fence, row.holder) == (lease.fence, lease.holder)
+    assert r0.heartbeat(lease) is True
+    r0.finish(lease, "succeeded")
+    run = {run.slot: run for run in store.history(task_name)}[base_slot + 2]
+    assert (run.fence, run.holder, run.outcome) == (lease.fence, lease.holder, "succeeded")

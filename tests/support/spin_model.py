@@ -5,7 +5,8 @@ compiles the verifier and runs it; when it reports an error, ``spin -t`` replays
 the trail. The model prints one ``@@`` line per step during a replay (pan prints
 nothing while it searches), so the story is those lines in order, and the
 violated property is named by the ``/* property: NAME */`` comment right above
-the assertion whose line ``spin -t`` reports.
+the assertion whose line ``spin -t`` reports, or, for an acceptance cycle, by the
+``ltl`` claim's name. ``liveness()`` checks the claim (``-DLIVENESS``, pan ``-a``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ MODEL = ROOT / "spec" / "lease.pml"
 
 # assertion names; the run row outcome numbers of the model, in words
 _PROPERTY = re.compile(r"/\*\s*property:\s*(\w+)\s*\*/")
+_CLAIM = re.compile(r"^ltl\s+(\w+)", re.M)
+#: pan searching for acceptance cycles; without -f (weak fairness): every cycle, fair
+#: or not, so no cycle found means none under weak fairness either (docs/design.md)
+LIVENESS_CC = ("-DCOLLAPSE",)
+LIVENESS_PAN = ("-a",)
 _OUTCOMES = {0: "none", 1: "running", 2: "done", 3: "failed", 4: "abandoned", 5: "lost"}
 
 
@@ -105,7 +111,25 @@ def check(
         failed = re.search(r"lease\.pml:(\d+), Error: assertion violated", replay)
         if failed:
             result.violated = properties_by_line(model.read_text()).get(int(failed.group(1)))
+        elif "acceptance cycle" in out:
+            claim = _CLAIM.search(model.read_text())
+            result.violated = claim.group(1) if claim else "acceptance cycle"
     return result
+
+
+def liveness(
+    workdir: Path, defines: tuple[str, ...] = (), *, optimize: str = "-O2", timeout: float = 600.0
+) -> Result:
+    """Check the model's ``ltl`` claim (and its assertions) with ``-DLIVENESS``: a search
+    for acceptance cycles. ``optimize="-O0"`` for a search that ends soon (a mutation)."""
+    return check(
+        workdir,
+        ("-DLIVENESS", *defines),
+        pan_flags=LIVENESS_PAN,
+        cc_flags=LIVENESS_CC,
+        optimize=optimize,
+        timeout=timeout,
+    )
 
 
 def summarize(replay: str) -> list[str]:

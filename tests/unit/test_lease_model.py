@@ -57,6 +57,30 @@ def test_lost_writes_weaker_properties_hold(spin: None, tmp_path: Path) -> None:
     assert result.complete, result.output
 
 
+@pytest.mark.slow
+def test_run_now_model_verifies(spin: None, tmp_path: Path) -> None:
+    """A manual run (run_now: slot -1, no future gate, no cursor, the row's cursor kept,
+    its own run row; the nonce check without the slot) besides the ticks of one slot:
+    every safety property holds, to a horizon of 5 ticks (a takeover of slot 1's lease
+    fits). Two slots with a manual run do not fit CI's budget."""
+    result = spin_model.check(tmp_path, ("-DRUN_NOW", "-DNS=1", "-DMAXT=5"), optimize="-O0")
+    print(f"{result.states} states, {result.memory_mb:.0f} MB, {result.seconds:.1f} s")
+    assert result.errors == 0, result.story()
+    assert result.complete, result.output
+    assert result.states > 100_000
+
+
+@pytest.mark.slow
+def test_run_now_without_expiry_is_caught(spin: None, tmp_path: Path) -> None:
+    """The manual acquisition's conflict clause without ``l.expires_at < now``: a manual
+    run starts beside a scheduled one."""
+    defines = ("-DRUN_NOW", "-DNS=1", "-DMAXT=5", "-DNO_MANUAL_EXPIRY")
+    result = spin_model.check(tmp_path, defines, breadth_first=True, optimize="-O0")
+    print(result.story())
+    assert result.violated == "P2_no_overlap_while_both_unexpired", result.story()
+    assert any("manual run" in step for step in result.steps), result.story()
+
+
 # Each mutation removes one guard; the property its counterexample breaks.
 MUTATIONS = {
     "NO_EXPIRY": "P2_no_overlap_while_both_unexpired",
@@ -65,10 +89,12 @@ MUTATIONS = {
     "NO_NONCE_CHECK": "P1_one_start_per_slot_attempt",
     "NO_SLOT_CURSOR": "P1_one_start_per_slot_attempt",
 }
-# Guarantees that do not survive lost writes, found by SPIN (docs/design.md)
+# What SPIN found with lost writes (docs/design.md): a replica may run a (slot, attempt)
+# twice; and, before the renumbering matched the nonce alone (REFENCE_FENCE_MATCH), it
+# could hand a fence out twice.
 LOST_WRITE_FINDINGS = {
-    ("-DLOST_WRITES",): "P4w_own_fences_increase",
-    ("-DLOST_WRITES", "-DWAIVE_P4W"): "P1w_one_start_per_replica",
+    ("-DLOST_WRITES",): "P1w_one_start_per_replica",
+    ("-DLOST_WRITES", "-DREFENCE_FENCE_MATCH", "-DWAIVE_P1W"): "P4w_own_fences_increase",
 }
 
 
@@ -106,6 +132,40 @@ def test_lost_writes_findings(spin: None, tmp_path: Path, defines: tuple[str, ..
     print(result.story())
     assert result.violated == LOST_WRITE_FINDINGS[defines], result.story()
     assert any("failover" in step for step in result.steps), result.story()
+
+
+# --- progress: liveness under weak fairness, the watcher's bound ------------------
+
+
+@pytest.mark.slow
+def test_every_due_tick_is_decided_and_dead_runs_are_marked(spin: None, tmp_path: Path) -> None:
+    """L1 (an ltl claim): every due tick is run or skipped with a reason by R0, the
+    replica that stays up, whatever R1 does; and in the same search P6: a run whose
+    replica crashed is marked by the watcher, which passes every tick, within a tick of
+    its lease's expiry. Acceptance cycles are searched without fairness: none at all
+    means none under weak fairness either (every step is finite; the clock stops)."""
+    result = spin_model.liveness(tmp_path)
+    print(f"{result.states} states, {result.memory_mb:.0f} MB, {result.seconds:.1f} s")
+    assert result.errors == 0, result.story()
+    assert result.complete, result.output
+    assert "acceptance   cycles \t+" in result.output, result.output
+
+
+# Each breaks progress; the property its counterexample breaks (an acceptance cycle of
+# L1, or P6's bounded response).
+PROGRESS_MUTATIONS = {
+    "NO_GIVE_UP": "L1_every_due_tick_decided",
+    "NO_WATCHER_EXPIRY": "P6_watcher_marks_dead_runs_in_bound",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutation", sorted(PROGRESS_MUTATIONS))
+def test_progress_mutation_is_caught(spin: None, tmp_path: Path, mutation: str) -> None:
+    result = spin_model.liveness(tmp_path, (f"-D{mutation}",), optimize="-O0")
+    print(result.story())
+    assert result.errors, f"{mutation}: no counterexample\n{result.output}"
+    assert result.violated == PROGRESS_MUTATIONS[mutation], result.story()
 
 
 # --- the model's guards are the statements' ---------------------------------------
@@ -162,12 +222,19 @@ def statement_guards() -> dict[str, str]:
     outcome = re.search(r"AND NOT leases\.paused AND \((.*)\)$", _where(candidates)).group(1)
     source = inspect.getsource(recovery.recover)
     nonce_check = "row.holder == nonce" if "row.holder == nonce" in source else "?"
-    slot_check = "row.slot == request.slot" if "row.slot == request.slot" in source else "?"
+    slot = "(request.manual or row.slot == request.slot)"
+    slot_check = slot if slot in source else "?"
+    conflict = _normal(acquire.split("ON CONFLICT")[1].split(" WHERE ", 1)[1]).split(" RETURNING")[
+        0
+    ]
+    # a manual request (slot -1): the conflict clause's first disjunct, the cursor kept
+    manual = re.sub(r"\((excluded\.slot < 0) OR [^)]*\)", r"\1", conflict)
+    keeps = re.search(r"CASE WHEN excluded\.slot < 0 THEN l\.slot", acquire)
     return {
         "acquire insert": _where(acquire, 0),
-        "acquire conflict": _normal(acquire.split("ON CONFLICT")[1].split(" WHERE ", 1)[1]).split(
-            " RETURNING"
-        )[0],
+        "acquire conflict": conflict,
+        "acquire manual conflict": manual,
+        "acquire manual slot": keeps.group(0) if keeps else "?",
         "acquire abandoned": _where(acquire, 2),
         "heartbeat": _where(heartbeat, 1),
         "finish run": _where(finish, 1),

@@ -268,14 +268,19 @@ class Statements(ABC):
             )
         )
         new_fence = bindparam("b_new_fence", type_=BigInteger)
+        # The attempt's nonce alone says the lease is still ours: another replica's
+        # write-back (raise_floor) may have raised its fence since the win. The new
+        # fence is above the one asked for and the row's: never lowering, never reused.
+        lease_holds_nonce = and_(leases.c.name == name_param, leases.c.holder == holder_param)
         self._refence_lease = (
             update(leases)
-            .where(lease_is_ours)
+            .where(lease_holds_nonce)
             .values(
-                fence=new_fence,
+                fence=case((leases.c.fence < new_fence, new_fence), else_=leases.c.fence + 1),
                 slot=case((leases.c.slot < floor_slot, floor_slot), else_=leases.c.slot),
             )
         )
+        self._fence_of_nonce = select(leases.c.fence).where(lease_holds_nonce)
         self._refence_run = (
             update(runs)
             .where(
@@ -499,10 +504,11 @@ class Statements(ABC):
         with conn.begin():
             conn.execute(self._raise_floor, {"b_name": name, "b_slot": slot, "b_fence": fence})
 
-    def refence(self, conn: Connection, lease: Lease, fence: int, slot: int) -> bool:
+    def refence(self, conn: Connection, lease: Lease, fence: int, slot: int) -> int | None:
         """Give a lease just won a fence higher than any this replica saw (its own was
         issued before, and lost), its run row too, and the slot cursor at least
-        ``slot``; False if the lease is no longer ours."""
+        ``slot``: ``fence``, or the row's fence + 1 if a write-back raised it that far
+        meanwhile; None if the lease is no longer ours (another attempt's nonce)."""
         params = {
             "b_name": lease.name,
             "b_fence": lease.fence,
@@ -512,9 +518,10 @@ class Statements(ABC):
         }
         with conn.begin():
             if not conn.execute(self._refence_lease, params).rowcount:
-                return False
-            conn.execute(self._refence_run, params)
-            return True
+                return None
+            given = int(conn.execute(self._fence_of_nonce, params).scalar_one())
+            conn.execute(self._refence_run, {**params, "b_new_fence": given})
+            return given
 
     def resume(self, conn: Connection, name: str) -> None:
         with conn.begin():
