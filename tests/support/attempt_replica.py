@@ -16,6 +16,7 @@ import threading
 
 from cronlease import RunContext, Scheduler
 from tests.support import attempt_ledger
+from tests.support.foreground import run_forever_announced
 
 
 def main() -> None:
@@ -37,13 +38,7 @@ def main() -> None:
         if block_first and ctx.attempt == 1:
             threading.Event().wait()
 
-    def announce() -> None:
-        while not scheduler.running:
-            threading.Event().wait(0.01)
-        print("started", flush=True)
-
-    threading.Thread(target=announce, daemon=True).start()
-    scheduler.run_forever()
+    run_forever_announced(scheduler)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from cronlease import RunContext, Scheduler
 from cronlease._lease.database import normalize_url
 from cronlease._timing.schedule import EPOCH
 from tests.support import ledger
+from tests.support.foreground import run_forever_announced
 
 if TYPE_CHECKING:
     from tests.support.procs import Proc
@@ -83,13 +84,7 @@ def replica_main(url: str, prefix: str, count: int) -> None:
         anchor = EPOCH + timedelta(seconds=0.5) if name.endswith("-lone") else None
         scheduler.add_task(write, every="1s", name=name, anchor=anchor)
 
-    def announce() -> None:
-        while not scheduler.running:
-            threading.Event().wait(0.01)
-        print("started", flush=True)
-
-    threading.Thread(target=announce, daemon=True).start()
-    scheduler.run_forever()
+    run_forever_announced(scheduler)
     stats = scheduler.stats.snapshot()
     keys = ["acquire_batches", "acquire_batch_ticks", "ticks_missed", "ticks_left_to_peers"]
     keys += sorted(key for key in stats if key.startswith("ticks_skipped_") or "lease" in key)

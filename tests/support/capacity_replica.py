@@ -23,6 +23,7 @@ from sqlalchemy import create_engine
 from cronlease import RunContext, Scheduler
 from cronlease._lease.database import normalize_url
 from tests.support import ledger
+from tests.support.foreground import run_forever_announced
 
 
 def replica_main(
@@ -66,13 +67,7 @@ def replica_main(
 
         scheduler.add_task(work, every=every, name=name)
 
-    def announce() -> None:
-        while not scheduler.running:
-            threading.Event().wait(0.01)
-        print("started", flush=True)
-
-    threading.Thread(target=announce, daemon=True).start()
-    scheduler.run_forever()
+    run_forever_announced(scheduler)
     stats = scheduler.stats.snapshot()
     keys = sorted(key for key in stats if key.startswith(("ticks_skipped_", "runs_")))
     values = {key: stats.get(key, 0) for key in keys}

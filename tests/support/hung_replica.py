@@ -14,6 +14,7 @@ import threading
 
 from cronlease import RunContext, Scheduler
 from tests.support import ledger
+from tests.support.foreground import run_forever_announced
 
 
 def main() -> None:
@@ -28,13 +29,7 @@ def main() -> None:
         ledger.append(url, name, ctx.slot)
         threading.Event().wait()
 
-    def announce() -> None:
-        while not scheduler.running:
-            threading.Event().wait(0.01)
-        print("started", flush=True)
-
-    threading.Thread(target=announce, daemon=True).start()
-    scheduler.run_forever()
+    run_forever_announced(scheduler)
 
 
 if __name__ == "__main__":

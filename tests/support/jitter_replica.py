@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 import time
 from typing import Any
 
 from cronlease import RunContext, Scheduler
 from tests.support import ledger
+from tests.support.foreground import run_forever_announced
 
 
 def _names(variable: str) -> list[str]:
@@ -43,13 +43,7 @@ def main() -> None:
         ledger.append(url, name, ctx.slot)
         ledger.append(url, f"{name}#{ctx.slot}", started)
 
-    def announce() -> None:
-        while not scheduler.running:
-            threading.Event().wait(0.01)
-        print("started", flush=True)
-
-    threading.Thread(target=announce, daemon=True).start()
-    scheduler.run_forever()
+    run_forever_announced(scheduler)
 
 
 if __name__ == "__main__":

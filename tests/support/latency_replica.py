@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 
 from cronlease import RunContext, Scheduler
 from tests.support import ledger
+from tests.support.foreground import run_forever_announced
 
 
 def main() -> None:
@@ -36,13 +36,7 @@ def main() -> None:
     for index in range(count):
         scheduler.add_task(write_ledger, every="1s", name=f"{prefix}-{index}", **options)
 
-    def announce() -> None:
-        while not scheduler.running:
-            threading.Event().wait(0.01)
-        print("started", flush=True)
-
-    threading.Thread(target=announce, daemon=True).start()
-    scheduler.run_forever()
+    run_forever_announced(scheduler)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 import time
 from functools import cache
 
@@ -28,6 +27,7 @@ from sqlalchemy.pool import NullPool
 
 from cronlease import RunContext, RunStarted, Scheduler, TickSkipped
 from cronlease._lease.database import normalize_url
+from tests.support.foreground import run_forever_announced
 
 _metadata = MetaData()
 step_ledger = Table(
@@ -93,13 +93,7 @@ def main() -> None:
 
     scheduler.listen(decided, RunStarted, TickSkipped)
 
-    def announce() -> None:
-        while not scheduler.running:
-            threading.Event().wait(0.01)
-        print("started", flush=True)
-
-    threading.Thread(target=announce, daemon=True).start()
-    scheduler.run_forever()
+    run_forever_announced(scheduler)
 
 
 if __name__ == "__main__":
