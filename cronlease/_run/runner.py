@@ -59,6 +59,7 @@ from cronlease._run.workers.execution import Ended, Execution
 from cronlease._run.workers.pool import WorkerPool
 from cronlease._stats import Stats
 from cronlease._task import Task
+from cronlease._timing.schedule import slot_of, time_of_slot
 from cronlease.errors import StoreError
 
 __all__ = ["TickRunner"]
@@ -109,6 +110,9 @@ class TickRunner:
         self._schema_lock = threading.Lock()
         self._on_schema_ready = on_schema_ready
         self._stopped = threading.Event()
+        # this replica's last manual instant per task (see _manual_instant)
+        self._manual_at: dict[str, datetime] = {}
+        self._manual_lock = threading.Lock()
         #: the replica's workers: their slots, which ticks on the pool take (docs/design.md
         #: §4.3), and their threads; whoever dispatches work to the pool takes a slot first
         #: and it is given back when the run ends
@@ -183,7 +187,19 @@ class TickRunner:
     def run_now(self, task: Task) -> Outcome | None:
         """A manual run, in the calling thread: through the lease (never beside a
         scheduled run), the slot cursor untouched."""
-        return self._run_inline(Tick(task, datetime.now(timezone.utc), "manual"))
+        return self._run_inline(Tick(task, self._manual_instant(task), "manual"))
+
+    def _manual_instant(self, task: Task) -> datetime:
+        """Now, or a millisecond past this replica's last manual run of ``task``: a
+        manual run's slot is its instant in milliseconds, and two runs asked for within
+        one millisecond shared their run row's key (the database refused the second)."""
+        now = datetime.now(timezone.utc)
+        with self._manual_lock:
+            last = self._manual_at.get(task.full_name)
+            if last is not None and slot_of(now) <= slot_of(last):
+                now = time_of_slot(slot_of(last) + 1)
+            self._manual_at[task.full_name] = now
+        return now
 
     def _run_inline(self, tick: Tick) -> Outcome | None:
         """A batch of one, run here; a late pickup waits here for the held lease."""

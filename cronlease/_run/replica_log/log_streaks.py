@@ -86,7 +86,7 @@ def say(logger: logging.Logger, level: int, task: str, message: str, *args: obje
     """Log a line about ``task`` now, or with its kind at the end of this thread's batch."""
     lines = getattr(_held, "lines", None)
     if lines is None or not logger.isEnabledFor(level):
-        logger.log(level, message, *args)
+        logger.log(level, message, *args, stacklevel=2)  # the caller's line, not this one
         return
     lines.setdefault((logger, level, message), []).append((task, args))
 
