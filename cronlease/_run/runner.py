@@ -110,8 +110,8 @@ class TickRunner:
         self._schema_lock = threading.Lock()
         self._on_schema_ready = on_schema_ready
         self._stopped = threading.Event()
-        # this replica's last manual instant per task (see _manual_instant)
-        self._manual_at: dict[str, datetime] = {}
+        # this replica's last manual slot per task (see _manual_instant)
+        self._manual_slots: dict[str, int] = {}
         self._manual_lock = threading.Lock()
         #: the replica's workers: their slots, which ticks on the pool take (docs/design.md
         #: §4.3), and their threads; whoever dispatches work to the pool takes a slot first
@@ -195,11 +195,9 @@ class TickRunner:
         one millisecond shared their run row's key (the database refused the second)."""
         now = datetime.now(timezone.utc)
         with self._manual_lock:
-            last = self._manual_at.get(task.full_name)
-            if last is not None and slot_of(now) <= slot_of(last):
-                now = time_of_slot(slot_of(last) + 1)
-            self._manual_at[task.full_name] = now
-        return now
+            slot = max(slot_of(now), self._manual_slots.get(task.full_name, -1) + 1)
+            self._manual_slots[task.full_name] = slot
+        return now if slot == slot_of(now) else time_of_slot(slot)
 
     def _run_inline(self, tick: Tick) -> Outcome | None:
         """A batch of one, run here; a late pickup waits here for the held lease."""

@@ -12,6 +12,7 @@ import logging
 import sys
 
 from cronlease import Scheduler
+from tests.support.foreground import run_forever_announced
 
 
 def main() -> None:
@@ -21,14 +22,7 @@ def main() -> None:
     for index in range(count):
         scheduler.add_task(lambda: None, every="1s", name=f"{prefix}-{index:03d}")
 
-    start = scheduler.start
-
-    def start_and_say() -> None:
-        start()
-        print("started", flush=True)
-
-    scheduler.start = start_and_say  # type: ignore[method-assign]
-    scheduler.run_forever()
+    run_forever_announced(scheduler)  # its tasks print nothing: "started" stands alone
 
 
 if __name__ == "__main__":
