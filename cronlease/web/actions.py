@@ -39,8 +39,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from cronlease._events import RunStarted
 from cronlease._status import Scrubber
 from cronlease.errors import StoreError, UnknownTaskError
+from cronlease.web.notice import Notice
 
 if TYPE_CHECKING:
     from cronlease._scheduler import Scheduler
@@ -92,11 +94,17 @@ Authorize = Callable[[ActionRequest], bool]
 
 
 class Refused(Exception):
-    """An action refused: ``code`` is the HTTP status, the message says why."""
+    """An action refused: ``code`` is the HTTP status, the message says why.
 
-    def __init__(self, code: int, message: str) -> None:
+    With a ``notice`` (a refusal of a request from the page itself, past the
+    same-origin and CSRF checks), the page answers with it as it does for an
+    action done: a redirect back, the refusal said there.
+    """
+
+    def __init__(self, code: int, message: str, notice: Notice | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.notice = notice
 
 
 def cookie_name(secure: bool) -> str:
@@ -206,7 +214,7 @@ def check(
         logger.exception("status page: the authorize hook raised; the action is refused")
         allowed = False
     if not allowed:
-        raise Refused(403, "refused: not authorized")
+        raise Refused(403, "refused: not authorized", Notice(action, "forbidden", asked.task))
     return asked
 
 
@@ -222,31 +230,78 @@ def resolver(scheduler: Scheduler) -> Callable[[str], str]:
     return resolve
 
 
-def perform(scheduler: Scheduler, action: ActionRequest) -> None:
-    """Pause or resume now; start a manual run in a thread of its own (it may last hours)."""
+#: seconds a run-now POST waits for the run to start (or end) before it answers
+RUN_WAIT = 5.0
+
+
+def perform(scheduler: Scheduler, action: ActionRequest, *, wait: float = RUN_WAIT) -> str:
+    """Do ``action``; the result its notice shows (:mod:`cronlease.web.notice`).
+
+    Pause or resume now. A manual run goes in a thread of its own (it may last
+    hours), and the answer waits up to ``wait`` seconds for it to start: the page
+    the browser is sent to then shows it running (its row is written as it
+    starts), or says it was not run (paused, or already running somewhere).
+    """
     task = next((t for t in scheduler.tasks.values() if t.full_name == action.task), None)
     if task is None:  # (resolved by check(): only if the hook's request was made by hand)
         raise Refused(404, f"no task named {action.task!r}")
     try:
         if action.action == "pause":
             scheduler.pause(task.name)
+            result = "paused"
         elif action.action == "resume":
             scheduler.resume(task.name)
+            result = "resumed"
         else:
-            threading.Thread(
-                target=_run_now, args=(scheduler, task.name), name="cronlease-run-now", daemon=True
-            ).start()
+            result = _start_run(scheduler, task.name, wait)
     except StoreError:  # (its text may name the database: the page's JSON shows it scrubbed)
-        raise Refused(503, "database unavailable: the action was not done") from None
-    logger.info("status page: %s %s (asked by %s)", action.action, task.name, action.client)
+        refused = Notice(action.action, "unavailable", action.task)
+        raise Refused(503, "database unavailable: the action was not done", refused) from None
+    logger.info(
+        "status page: %s %s (asked by %s): %s", action.action, task.name, action.client, result
+    )
+    return result
 
 
-def _run_now(scheduler: Scheduler, name: str) -> None:
+def _start_run(scheduler: Scheduler, name: str, wait: float) -> str:
+    """``started``, ``pending`` (not started within ``wait``), or how it ended."""
+    started = threading.Event()
+    ended: list[str] = []
+
+    def on_start(event: RunStarted) -> None:
+        # (emitted on the thread that runs it: this one's run, not another manual run)
+        if threading.current_thread() is thread:
+            started.set()
+
+    def run() -> None:
+        try:
+            ended.append(_run_now(scheduler, name))
+        finally:
+            started.set()
+
+    thread = threading.Thread(target=run, name="cronlease-run-now", daemon=True)
+    unsubscribe = scheduler.listen(on_start, RunStarted)
+    try:
+        thread.start()
+        started.wait(wait)
+    finally:
+        unsubscribe()
+    if ended:
+        return ended[0]
+    return "started" if started.is_set() else "pending"
+
+
+def _run_now(scheduler: Scheduler, name: str) -> str:
     try:
         outcome = scheduler.run_now(name)
     except StoreError as exc:
         scrub = Scrubber.of(scheduler.store)
         logger.warning("status page: run now %s: database unavailable: %s", name, scrub(str(exc)))
-        return
+        return "unavailable"
+    except Exception:  # (a thread of its own: nobody else would hear of it)
+        logger.exception("status page: run now %s failed", name)
+        return "error"
     if outcome is None:
         logger.info("status page: run now %s: not run (running elsewhere or paused)", name)
+        return "not-run"
+    return f"ended-{outcome}"

@@ -40,6 +40,7 @@ from cronlease.web.actions import (
 )
 from cronlease.web.adapters import ASGIReceive, ASGIScope, ASGISend, StartResponse, WSGIEnviron
 from cronlease.web.collect import collect_status, collect_task
+from cronlease.web.notice import Notice, clear_notice, has_notice, notice_of, set_notice
 from cronlease.web.render import DEFAULT_REFRESH, render_html
 from cronlease.web.render_task import render_task
 from cronlease.web.responses import REASONS, Response, content, plain, security
@@ -273,6 +274,10 @@ class StatusPage:
             if token is None:
                 token = new_token()
                 extra.append(set_cookie(token, base, secure))
+        notice = None
+        if has_notice(headers) and method == "GET":  # shown once: a HEAD shows nothing
+            notice = notice_of(headers)
+            extra.append(clear_notice(base, secure))
         json_url, refresh = f"{base}{JSON_PATH}", self.refresh
         if path == TASK_PATH:
             name = params.get("name", [""])[0]
@@ -287,11 +292,18 @@ class StatusPage:
                 refresh=refresh,
                 base=base,
                 csrf=token,
+                notice=notice,
             )
         else:
             data = self.collect()
             page = render_html(
-                data, json_url=json_url, refresh=refresh, title=self.title, base=base, csrf=token
+                data,
+                json_url=json_url,
+                refresh=refresh,
+                title=self.title,
+                base=base,
+                csrf=token,
+                notice=notice,
             )
         code = 503 if data["database_error"] else 200
         html = page.encode()
@@ -327,14 +339,19 @@ class StatusPage:
                 request=asked,
                 authorize=self.authorize,
             )
-            perform(self.scheduler, action)
+            result = perform(self.scheduler, action)
         except Refused as refused:  # nothing changed: the snapshots stay
-            return plain(refused.code, str(refused), actions=True)
-        self.forget_snapshots()
-        # Post/Redirect/Get: reloading the page it lands on does not post the action again
-        location = f"{base}{TASK_PATH}?name={quote(action.task, safe='')}"
-        code, answer, text = plain(303, f"{action.action}: done", actions=True)
-        return code, [*answer, ("Location", location)], text
+            if refused.notice is None:  # not the page's own form: said in plain text
+                return plain(refused.code, str(refused), actions=True)
+            notice = refused.notice
+        else:
+            self.forget_snapshots()
+            notice = Notice(action.action, result, action.task)
+        # Post/Redirect/Get: reloading the page it lands on does not post the action
+        # again; the notice says on that page what was done (or refused)
+        location = f"{base}{TASK_PATH}?name={quote(notice.task, safe='')}"
+        code, answer, text = plain(303, f"{notice.task}: {notice.words()}", actions=True)
+        return code, [*answer, ("Location", location), set_notice(notice, base, secure)], text
 
     def wsgi(self, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
         """The page as a WSGI application."""

@@ -38,6 +38,8 @@ tr.flag-failing,tr.flag-overdue{background:#fff1f1}
 .strip i.o-bad{background:#d22}
 .banner{padding:.2em .6em;margin:.3em 0;border-radius:4px;background:#eef7ee}
 .banner.bad{background:#c00;color:#fff}.banner.bad a{color:#fff;text-decoration:underline}
+.notice{padding:.2em .6em;margin:.3em 0;border:2px solid #3a3;border-radius:4px;background:#f4fbf4}
+.notice.bad{border-color:#c00;background:#fee}
 .problem{background:#fee;border:1px solid #c00;padding:.1em .5em;margin:.3em 0}
 details.problem ul{margin:.2em 0}
 form.act{display:inline;margin:0}

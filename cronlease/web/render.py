@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from cronlease._status import lease_text, no_replica_words
 from cronlease.web.markup import document, e, outcome_class, outcome_strip, parse_time, relative
+from cronlease.web.notice import Notice
 
 DEFAULT_REFRESH = 10
 #: shown states that put a task at the top of the overview, in this order
@@ -140,6 +141,19 @@ def _clock(skew: Mapping[str, float] | None) -> str:
     )
 
 
+def notice_line(notice: Notice | None, status: Mapping[str, Any]) -> list[str]:
+    """What the action just posted did, named by the task's name as the rows show it."""
+    if notice is None:
+        return []
+    rows = [*status["tasks"], *status.get("orphaned", ())]
+    shown = next((t.get("task") or t["name"] for t in rows if t["name"] == notice.task), None)
+    kind = "ok" if notice.good else "bad"
+    return [
+        f'<div class="notice {kind}" id="notice" role="status"><b>{e(shown or notice.task)}</b>: '
+        f"{e(notice.words())}</div>"
+    ]
+
+
 def header(status: Mapping[str, Any], title: str, json_url: str, home: str | None) -> list[str]:
     """The title, this replica, and what is wrong with it or the database (one line each:
     the top of the page is for the tasks). A task's page (``home``) shows no health: its
@@ -202,12 +216,14 @@ def render_html(
     title: str | None = None,
     base: str = "",
     csrf: str | None = None,
+    notice: Notice | None = None,
 ) -> str:
     """The overview for data from :func:`collect_status`; ``csrf`` (actions enabled) adds
-    the action buttons. Every value is escaped."""
+    the action buttons, ``notice`` says what the action just posted did. Every value
+    is escaped."""
     title = title or str(status.get("title") or "cronlease")
     now = parse_time(status["generated_at"])
-    body = header(status, title, json_url, None)
+    body = header(status, title, json_url, None) + notice_line(notice, status)
     tasks = status["tasks"]
     if tasks:
         body.append(banner(tasks, base))

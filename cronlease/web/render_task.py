@@ -13,12 +13,14 @@ from typing import Any
 
 from cronlease._status import format_duration, lease_text
 from cronlease.web.markup import document, e, outcome_class, outcome_strip, parse_time, relative
+from cronlease.web.notice import Notice
 from cronlease.web.render import (
     DEFAULT_REFRESH,
     abandoned_text,
     action_forms,
     footer,
     header,
+    notice_line,
     schedule_cell,
     skipped_text,
     state_badge,
@@ -58,11 +60,13 @@ def render_task(
     refresh: int | None = DEFAULT_REFRESH,
     base: str = "",
     csrf: str | None = None,
+    notice: Notice | None = None,
 ) -> str:
-    """The page of ``task`` (one of ``status``'s tasks or orphaned rows)."""
+    """The page of ``task`` (one of ``status``'s tasks or orphaned rows); ``notice``
+    says what the action just posted did."""
     title = str(status.get("title") or "cronlease")
     now = parse_time(status["generated_at"])
-    body = header(status, title, json_url, home)
+    body = header(status, title, json_url, home) + notice_line(notice, status)
     footer_line = footer(status)
     body.append(f'<h2 id="task-{e(task["name"])}">{e(task["name"])}</h2>')
     if not task["declared"]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,10 +108,12 @@ def test_each_refusal_and_a_pause_done(scheduler: Scheduler, task_name: str) -> 
         assert wrong_type.status_code == 415
         assert asked == []  # none of these reached the application's hook
         verdict["allow"] = False
+        # refused, past the page's own checks: back to the task's page, which says so
         refused = post(form)
-        assert refused.status_code == 403 and "not authorized" in refused.text
+        assert refused.status_code == 303 and "not authorized" in refused.text
+        assert refused.headers["location"] == f"/ops/task?name={task_name}"
         verdict["allow"] = "raise"
-        assert post(form).status_code == 403  # an error in the hook refuses
+        assert "not authorized" in post(form).text  # an error in the hook refuses
         assert not paused(scheduler.store, task_name)
         verdict["allow"] = True
         assert post({**form, "task": "nosuch"}).status_code == 404
@@ -158,3 +161,65 @@ def test_run_now_through_the_asgi_app(scheduler: Scheduler, task_name: str) -> N
         lambda: scheduler.store.recent_runs([task_name], 5).get(task_name), 10, "the manual run"
     )
     assert runs[0].manual
+
+
+def notice(page: httpx.Response) -> str | None:
+    """The notice's text (tags dropped), None when the page has none."""
+    match = re.search(r'<div class="notice (ok|bad)" id="notice"[^>]*>(.*?)</div>', page.text)
+    return None if match is None else f"{match[1]}: {re.sub(r'<[^>]+>', '', match[2])}"
+
+
+def test_a_notice_says_what_each_action_did_once(scheduler: Scheduler, task_name: str) -> None:
+    slow, release = f"{task_name}-slow", threading.Event()
+    scheduler.add_task(lambda: release.wait(30), every="1h", name=slow)
+    verdict = {"allow": True}
+    app = wsgi_app(scheduler, actions=True, authorize=lambda request: verdict["allow"], cache=60)
+    transport = httpx.WSGITransport(app=app)
+    headers = {"origin": "http://page"}
+    try:
+        with httpx.Client(transport=transport, base_url="http://page", headers=headers) as client:
+            token = token_of(client)
+
+            def act(do: str, task: str = task_name) -> httpx.Response:
+                done = client.post("/action", data={"task": task, "do": do, "csrf": token})
+                assert done.status_code == 303, done.text
+                assert "cronlease_notice=" in done.headers["set-cookie"]
+                assert "HttpOnly" in done.headers["set-cookie"]
+                return client.get(done.headers["location"])
+
+            assert notice(act("pause")) == f"ok: {task_name}: paused"
+            # shown once: a reload (or the page's own refresh) does not say it again
+            assert client.head(f"/task?name={task_name}").status_code == 200
+            again = client.get(f"/task?name={task_name}")
+            assert notice(again) is None and "cronlease_notice" not in client.cookies
+            no_run = act("run")
+            assert notice(no_run) == (
+                f"bad: {task_name}: not run: it is paused, or a run of it is already in progress"
+            )
+            assert notice(act("resume")) == f"ok: {task_name}: resumed"
+            # (said finished when the run ended before the answer was made, else started)
+            ran = notice(act("run"))
+            assert ran in (
+                f"ok: {task_name}: run {said}" for said in ("started", "finished: succeeded")
+            )
+            verdict["allow"] = False
+            refused = act("pause")
+            assert notice(refused) == f"bad: {task_name}: pause refused: not authorized"
+            assert not paused(scheduler.store, task_name)
+            verdict["allow"] = True
+            # a run still going when the page answers: shown running on the page it lands on
+            started = act("run", slow)
+            assert notice(started) == f"ok: {slow}: run started"
+            assert 'class="s-running">running' in started.text
+            assert 'class="o-running">running (manual)' in started.text
+            busy = act("run", slow)  # the lease is held: not run twice
+            assert notice(busy) is not None and "not run" in notice(busy)  # type: ignore[operator]
+            # on the overview too, whichever page is read next; a forged notice says nothing
+            client.post("/action", data={"task": task_name, "do": "pause", "csrf": token})
+            assert notice(client.get("/")) == f"ok: {task_name}: paused"
+            client.cookies.set("cronlease_notice", "pause.drop.x")
+            forged = client.get("/")
+            assert notice(forged) is None and "cronlease_notice=;" in forged.headers["set-cookie"]
+    finally:
+        release.set()
+    wait_for(lambda: not scheduler.running_tasks, 10, "the slow run's end")
