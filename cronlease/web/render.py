@@ -12,7 +12,15 @@ from typing import Any
 from urllib.parse import quote
 
 from cronlease._status import lease_text, no_replica_words
-from cronlease.web.markup import document, e, outcome_class, outcome_strip, parse_time, relative
+from cronlease.web.markup import (
+    TASK_COLUMNS,
+    document,
+    e,
+    outcome_class,
+    outcome_strip,
+    parse_time,
+    relative,
+)
 from cronlease.web.notice import Notice
 
 DEFAULT_REFRESH = 10
@@ -93,7 +101,9 @@ def _row(task: Mapping[str, Any], base: str, token: str | None, now: Any) -> str
     state = shown_state(task)
     flagged = f' class="flag-{e(state)}"' if state in FLAGGED else ""
     cells = [
-        f'<td><a href="{e(task_url(base, task))}">{e(task["task"])}</a></td>',
+        # (the name's title: it is cut short past a width, as the holder is)
+        f'<td><a href="{e(task_url(base, task))}" title="{e(task["task"])}">'
+        f"{e(task['task'])}</a></td>",
         f"<td>{schedule_cell(task)}</td>",
         f"<td>{state_badge(task)}</td>",
         f"<td>{last_run_cell(task, now)}</td>",
@@ -104,11 +114,18 @@ def _row(task: Mapping[str, Any], base: str, token: str | None, now: Any) -> str
         if task["enabled"] is False
         else f"<td>{relative(task['next_fire_time'], now)}</td>",
         f"<td>{skipped_text(task['skipped'])}</td>",
-        f"<td>{e(task['holder'])}</td>",
+        f"<td>{holder_text(task['holder'])}</td>",
     ]
     if token is not None:
         cells.append(f"<td>{action_forms(base, task, token)}</td>")
     return f'<tr id="task-{e(task["name"])}"{flagged}>{"".join(cells)}</tr>'
+
+
+def holder_text(holder: str | None) -> str:
+    """Cut short past a width: the whole of it on hover (a holder can be a long pod name)."""
+    if not holder:
+        return "-"
+    return f'<span class="holder" title="{e(holder)}">{e(holder)}</span>'
 
 
 def ordered(tasks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -204,10 +221,6 @@ def footer(status: Mapping[str, Any]) -> str:
     )
 
 
-_COLUMNS = ["task", "schedule", "state", "last run", "last 20", "last success", "next fire"]
-_COLUMNS += ["skipped ticks", "holder"]
-
-
 def render_html(
     status: Mapping[str, Any],
     *,
@@ -227,11 +240,11 @@ def render_html(
     tasks = status["tasks"]
     if tasks:
         body.append(banner(tasks, base))
-        columns = _COLUMNS + (["actions"] if csrf is not None else [])
-        body.append('<table class="tasks" id="tasks"><tr>')
-        body.append("".join(f"<th>{name}</th>" for name in columns) + "</tr>")
+        columns = TASK_COLUMNS if csrf is not None else TASK_COLUMNS[:-1]
+        body.append('<table class="tasks" id="tasks"><thead><tr>')
+        body.append("".join(f"<th>{name}</th>" for name in columns) + "</tr></thead><tbody>")
         body.extend(_row(task, base, csrf, now) for task in ordered(tasks))
-        body.append("</table>")
+        body.append("</tbody></table>")
     else:
         body.append('<p class="meta">No tasks.</p>')
     body.append(footer(status))
@@ -242,8 +255,8 @@ def render_html(
             '<details><summary class="meta">Tasks no longer declared. '
             "They are kept, since deleting a row resets its slot cursor; "
             "<code>cronlease</code> removes one only on request.</summary>"
-            "<table><tr><th>task</th><th>state</th><th>holder</th><th>fence</th>"
-            "<th>last slot</th><th>lease</th><th>abandoned runs</th></tr>"
+            '<div class="scroll"><table><tr><th>task</th><th>state</th><th>holder</th>'
+            "<th>fence</th><th>last slot</th><th>lease</th><th>abandoned runs</th></tr>"
         )
         body.extend(
             f"<tr><td>{e(o['name'])}</td><td>{e(o['state'])}</td><td>{e(o['holder'])}</td>"
@@ -251,7 +264,7 @@ def render_html(
             f"<td>{e(lease_text(o['lease_expires_in']))}</td>{abandoned_cell(o)}</tr>"
             for o in orphaned
         )
-        body.append("</table></details>")
+        body.append("</table></div></details>")
     return document(title, refresh, body)
 
 

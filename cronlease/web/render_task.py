@@ -12,7 +12,15 @@ from datetime import datetime
 from typing import Any
 
 from cronlease._status import format_duration, lease_text
-from cronlease.web.markup import document, e, outcome_class, outcome_strip, parse_time, relative
+from cronlease.web.markup import (
+    RUN_COLUMNS,
+    document,
+    e,
+    outcome_class,
+    outcome_strip,
+    parse_time,
+    relative,
+)
 from cronlease.web.notice import Notice
 from cronlease.web.render import (
     DEFAULT_REFRESH,
@@ -100,12 +108,13 @@ def render_task(
     body.append(f'<h2 id="history">runs: the latest {len(runs)}</h2>')
     if runs:
         body.append(
-            '<table id="runs" class="runs"><tr><th>scheduled for</th><th>attempt</th>'
-            "<th>outcome</th><th>started</th><th>duration</th><th>holder</th><th>fence</th><th>error</th></tr>"
+            '<table id="runs" class="runs"><thead><tr>'
+            + "".join(f"<th>{name}</th>" for name in RUN_COLUMNS)
+            + "</tr></thead><tbody>"
         )
         # the latest error unfolded: it is the one read first
         body.extend(_run_row(run, now, index == 0) for index, run in enumerate(runs))
-        body.append("</table>")
+        body.append("</tbody></table>")
     else:
         body.append('<p class="meta">No runs recorded yet.</p>')
     body.append(footer_line)

@@ -26,6 +26,7 @@ from cronlease import Scheduler
 from cronlease.web import make_server
 from tests.contract.test_web import XSS, make_scheduler
 from tests.support.leases import paused
+from tests.support.page_fleet import PAUSED, populate
 from tests.support.procs import wait_for
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -112,6 +113,29 @@ def scheduler(db_url: str, task_name: str) -> Iterator[Scheduler]:
     scheduler.runner.close()
 
 
+@pytest.fixture
+def fleet(db_url: str) -> Iterator[Scheduler]:
+    """Seven tasks with a history, one paused (its button says resume), one failing."""
+    scheduler = populate(db_url, size=3)
+    yield scheduler
+    scheduler.runner.close()
+
+
+# What a user must reach without scrolling sideways: every button, and in each task's
+# row (or card) its name, state, last run and next fire (the overview's 1st, 3rd, 4th
+# and 7th cells) and its actions (the 10th).
+_LAYOUT = """
+const width = innerWidth, buttons = [...document.querySelectorAll("button")];
+const cut = [...document.querySelectorAll("#tasks tr[id^='task-']")].flatMap(
+  row => [1, 3, 4, 7, 10].map(index => {
+    const box = row.children[index - 1].getBoundingClientRect();
+    return box.width > 0 && box.left >= 0 && box.right <= width ? null : `${row.id}:${index}`;
+  })).filter(Boolean);
+return {width: width, scroll: document.documentElement.scrollWidth, buttons: buttons.length,
+        right: Math.max(...buttons.map(b => b.getBoundingClientRect().right)), cut: cut};
+"""
+
+
 def test_foreign_text_stays_text_and_actions_are_done_or_refused(
     browser: Any, scheduler: Scheduler, task_name: str
 ) -> None:
@@ -182,3 +206,45 @@ def test_foreign_text_stays_text_and_actions_are_done_or_refused(
         browser.get(f"{base}/action")
         assert "Method Not Allowed" in text()
         assert not paused(scheduler.store, task_name)
+
+
+def test_every_action_fits_and_run_now_says_so_and_shows_the_run(
+    browser: Any, fleet: Scheduler
+) -> None:
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+
+    def text(element: str) -> str:
+        try:
+            return str(browser.find_element(By.ID, element).text)
+        except WebDriverException:  # not loaded yet, or replaced as it was read (stale)
+            return ""
+
+    def layout(width: int) -> dict[str, Any]:
+        browser.set_window_size(width, 800)
+        browser.get(f"{base}/")
+        seen: dict[str, Any] = browser.execute_script(_LAYOUT)
+        assert seen["width"] == width, seen  # (the window is the viewport: headless)
+        assert seen["buttons"] == 2 * len(fleet.tasks), seen
+        assert seen["scroll"] <= width and seen["right"] <= width and seen["cut"] == [], seen
+        return seen
+
+    slow, release = "long-export", threading.Event()
+    fleet.add_task(lambda: release.wait(30), every="1h", name=slow)
+    try:
+        with page_server(fleet, actions=True, authorize=lambda request: True) as base:
+            layout(1280)  # a laptop, with a resume button (the widest row)
+            assert browser.find_element(By.ID, f"resume-{PAUSED}")
+            browser.find_element(By.ID, f"run-{slow}").click()
+            wait_for(lambda: text("notice"), 15, "the notice")
+            assert text("notice") == f"{slow}: run started"
+            # the page it lands on shows the run (its row was written as it started)
+            assert "running (manual)" in text("runs") and "running" in text("facts")
+            layout(400)  # a phone: one card per task
+            browser.find_element(By.ID, f"resume-{PAUSED}").click()
+            wait_for(lambda: text("notice"), 15, "the notice")
+            assert text("notice") == f"{PAUSED}: resumed"
+            assert not paused(fleet.store, PAUSED)
+    finally:
+        release.set()
+    wait_for(lambda: not fleet.running_tasks, 10, "the slow run's end")
