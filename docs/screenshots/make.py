@@ -1,9 +1,11 @@
-"""Screenshots of the status page: the overview of 30 tasks and a failing task's page.
+"""Screenshots of the status page: the overview of 30 tasks, a failing task's page, and
+the overview on a phone.
 
 Run from the repository root (``python docs/screenshots/make.py``): it builds a
 fleet's history in a temporary SQLite database (tests/support/page_fleet.py),
 serves the page with actions enabled and has Debian's headless ``chromium`` take
-``overview.png`` and ``task.png`` at 1366x768, a laptop screen.
+``overview.png`` and ``task.png`` at 1280x800, a small laptop screen, and
+``overview-narrow.png`` 400 px wide (the page's narrow view: one card per task).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from cronlease.web import make_server
 from tests.support.page_fleet import FAILING, populate
 
 HERE = Path(__file__).resolve().parent
-SIZE = "1366,768"
+WIDE = "1280,800"
+NARROW = "400,900"
 
 
-def shoot(chromium: str, url: str, out: Path, profile: str) -> None:
+def shoot(chromium: str, url: str, out: Path, profile: str, size: str = WIDE) -> None:
     subprocess.run(
         [
             chromium,
@@ -39,7 +42,7 @@ def shoot(chromium: str, url: str, out: Path, profile: str) -> None:
             "--disable-sync",
             "--disable-dev-shm-usage",
             f"--user-data-dir={profile}",
-            f"--window-size={SIZE}",
+            f"--window-size={size}",
             f"--screenshot={out}",
             url,
         ],
@@ -66,6 +69,7 @@ def main() -> None:
             shoot(chromium, f"{base}/", HERE / "overview.png", f"{tmp}/profile")
             task = f"{base}/task?name={quote(FAILING, safe='')}"
             shoot(chromium, task, HERE / "task.png", f"{tmp}/profile")
+            shoot(chromium, f"{base}/", HERE / "overview-narrow.png", f"{tmp}/profile", NARROW)
         finally:
             server.shutdown()
             server.server_close()
