@@ -29,7 +29,7 @@ _WORDS: dict[str, tuple[bool, str]] = {
     "paused": (True, "paused"),
     "resumed": (True, "resumed"),
     "started": (True, "run started"),
-    "pending": (True, "run asked for: not started yet (the page shows it once it starts)"),
+    "pending": (True, "run asked for: not started yet"),
     "not-run": (False, "not run: it is paused, or a run of it is already in progress"),
     "forbidden": (False, "{verb} refused: not authorized"),
     "unavailable": (False, "{verb} not done: database unavailable"),
