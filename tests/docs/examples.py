@@ -43,8 +43,9 @@ MARKERS = {"skip", "run", "setup"}
 FENCE = re.compile(
     r"^(?P<indent>[ ]*)```(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.M | re.S
 )
+# a marker starts its line: one quoted in the text (`<!-- example: ... -->`) is not one
 MARKER = re.compile(
-    r"<!-- example: (?P<name>[\w-]+)(?: \((?P<reason>[^)]*)\))?(?P<code>.*?)-->", re.S
+    r"^[ ]*<!-- example: (?P<name>[\w-]+)(?: \((?P<reason>[^)]*)\))?(?P<code>.*?)-->", re.M | re.S
 )
 
 
