@@ -82,18 +82,18 @@ class TaskDeclarations:
         It may be ``async def``. ``enabled=False`` declares it without firing it.
         ``timeout=`` bounds a run: an ``async def`` task is
         cancelled; a plain function cannot be stopped, so its run is recorded
-        ``timed_out`` and its lease left to expire (README, "Timeouts").
+        ``timed_out`` and its lease left to expire (docs: Task options, "Timeouts").
         ``retries=N`` runs a failed scheduled slot again, up to N times, after
         ``retry_delay`` (default 10 s) doubled per attempt; ``recover=True`` runs a
-        slot whose replica died mid-run again on a survivor (README, "Retries and
+        slot whose replica died mid-run again on a survivor (docs: "Retries and
         crash recovery"). ``alert_after=N``: health() and ``status --check`` report the
-        task failing once N runs in a row failed (default 1; README, "Failure alerts").
+        task failing once N runs in a row failed (default 1; docs: Alerting).
         ``ping_url=`` pings a Healthchecks-style URL as each run starts and ends
-        (README, "Healthchecks-style pings").
+        (docs: Alerting).
         ``jitter="30s"`` starts each scheduled tick up to that long after its slot, by an
-        offset every replica derives alike from the task and slot (README, "Jitter").
+        offset every replica derives alike from the task and slot (docs: Task options, "Jitter").
         ``roles=["reports"]`` runs it only on replicas with one of those roles
-        (``Scheduler(roles=...)``; README, "Roles").
+        (``Scheduler(roles=...)``; docs: Task options, "Roles").
         Raises :class:`ConfigError` for an invalid declaration or a duplicate
         name. Returns the function unchanged.
         """

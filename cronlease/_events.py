@@ -62,6 +62,9 @@ class Event:
 
 @dataclass(frozen=True)
 class RunStarted(Event):
+    """A run began on this replica: a tick's, a retry's or recovery's (``attempt``), or a
+    manual one (``manual``). ``slot`` is the tick's instant in ms since the epoch."""
+
     task: str
     slot: int
     fence: int
@@ -74,6 +77,10 @@ class RunStarted(Event):
 
 @dataclass(frozen=True)
 class RunFinished(Event):
+    """A run ended on this replica with its recorded ``outcome`` (``succeeded``, ``failed``,
+    ``lost``, ``timed_out``, ...), its ``duration`` in seconds and, unless it succeeded,
+    its ``error`` text."""
+
     task: str
     slot: int
     fence: int
@@ -86,6 +93,9 @@ class RunFinished(Event):
 
 @dataclass(frozen=True)
 class TickSkipped(Event):
+    """A tick was not run on this replica; ``reason`` says why (``taken`` and
+    ``contended`` are normal: another replica has it)."""
+
     task: str
     slot: int
     reason: SkipReason
@@ -106,17 +116,26 @@ class RunLost(Event):
 
 @dataclass(frozen=True)
 class DatabaseUnavailable(Event):
+    """This replica cannot use the database: emitted once when an outage starts, or when
+    its SQLite file was deleted or replaced under it."""
+
     error: str
 
 
 @dataclass(frozen=True)
 class DatabaseRecovered(Event):
+    """The database answers again: the ``outage`` lasted that many seconds and cost
+    ``skipped_ticks`` ticks on this replica."""
+
     outage: float
     skipped_ticks: int
 
 
 @dataclass(frozen=True)
 class ClockChecked(Event):
+    """This host's clock was measured against the database's: ``skew`` is the database
+    clock minus this host's, ``round_trip`` the measurement's round trip, in seconds."""
+
     skew: float  # database clock minus this host's clock, seconds
     round_trip: float
 

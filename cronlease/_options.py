@@ -14,9 +14,9 @@ Parsing is idempotent, so a Task built directly re-checks its values here.
 
 To add an option: one :func:`option` field of :class:`TaskOptions` (and its keyword in
 the ``task()`` overload of :mod:`cronlease._declare`, for type checkers); then
-regenerate the README's table (``python -m tests.support.reference_docs``).
+regenerate the table of docs/reference/task-options.md (``python -m tests.support.reference_docs``).
 ``tests/unit/test_task_options.py`` pins the decorator, ``add_task``, the file and the
-README's table to this one.
+docs' table to this one.
 """
 
 from __future__ import annotations
@@ -77,14 +77,14 @@ class OptionError(ConfigError):
 @dataclass(frozen=True)
 class Option:
     """One key: its default, the function that checks a given value into the kept one,
-    and what the options table of the README says of it."""
+    and what the options table of the docs says of it."""
 
     key: str
     default: Any
     parse: Callable[[Any], Any]
-    #: what it does, for the README's table (markdown)
+    #: what it does, for the docs' table (markdown)
     meaning: str
-    #: the default as the README shows it; None: the default itself, written as in TOML
+    #: the default as the docs show it; None: the default itself, written as in TOML
     shown: str | None = None
     #: only a Python callable takes it: a file's ``command`` task refuses it (a command
     #: takes its arguments in its line)
@@ -349,7 +349,7 @@ class TaskOptions:
     )
 
 
-#: every key, the schedule's first, in the order the README lists them and a problem is found
+#: every key, the schedule's first, in the order the docs list them and a problem is found
 OPTIONS: Mapping[str, Option] = {
     declared.key: declared
     for declared in (

@@ -67,7 +67,8 @@ class Scheduler(TaskDeclarations):
     child of a process where this scheduler runs start it again, as a replica of
     its own (gunicorn ``--preload`` with a scheduler started at import); by
     default a child only drops the inherited connections and schedules nothing.
-    ``roles``: this replica runs a task with roles only if it has one of them (README).
+    ``roles``: this replica runs a task with roles only if it has one of them (docs: Task
+    options, "Roles").
 
     The pool (§8; not with ``engine=``): ``pool_size`` connections kept (1),
     ``max_overflow`` more for bursts (2), ``pool_timeout`` s a checkout waits (10),

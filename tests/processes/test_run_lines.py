@@ -1,7 +1,7 @@
-"""Two replicas as real processes, logging with the README's JSON recipe: from their two
-logs, who ran which tick — each run line names the replica, the tick as a local ISO time,
-the fence and the outcome, in its text and its ``cronlease_*`` fields — and no
-APScheduler INFO line at the default level."""
+"""Two replicas as real processes, logging with the JSON recipe of
+docs/reference/log-lines.md: from their two logs, who ran which tick — each run line
+names the replica, the tick as a local ISO time, the fence and the outcome, in its text
+and its ``cronlease_*`` fields — and no APScheduler INFO line at the default level."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from tests.support.json_log import JsonFormatter
 from tests.support.procs import ROOT, Proc, wait_for
 
 
-def test_the_replicas_log_with_the_readme_recipe_word_for_word() -> None:
-    assert inspect.getsource(JsonFormatter) in (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_replicas_log_with_the_docs_recipe_word_for_word() -> None:
+    page = ROOT / "docs" / "reference" / "log-lines.md"
+    assert inspect.getsource(JsonFormatter) in page.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
-"""The README's JSON logging recipe ("Logging as JSON"), word for word, for the replica
-scripts: a test reads their run lines' ``cronlease_*`` fields from it."""
+"""The JSON logging recipe of docs/reference/log-lines.md ("Logging as JSON"), word for
+word, for the replica scripts: a test reads their run lines' ``cronlease_*`` fields from it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The docs' tables that are rendered from the code's: the README's task options
-(:data:`cronlease._options.OPTIONS`) and design.md's outcomes
+"""The docs' tables that are rendered from the code's: the task options of
+docs/reference/task-options.md (:data:`cronlease._options.OPTIONS`) and design.md's outcomes
 (:data:`cronlease._lease.outcomes.OUTCOMES`).
 
 ``python -m tests.support.reference_docs`` rewrites each between its markers;
@@ -66,6 +66,26 @@ def shown_default(option: Option) -> str:
     return str(value)
 
 
+#: where the options' meanings point, as pages of the site: the table sits on
+#: docs/reference/task-options.md, beside the Timeouts, Jitter and Roles sections
+SITE_LINKS = {
+    "(Timeouts, above)": "([Timeouts](#timeouts))",
+    "(#retries-and-crash-recovery)": "(../how-to/retries.md)",
+    "(#failure-alerts)": "(../how-to/alerting.md#failure-alerts)",
+    "(#sentry-crons-healthchecks-style-pings-opentelemetry)": (
+        "(../how-to/alerting.md#sentry-crons-healthchecks-style-pings-opentelemetry)"
+    ),
+}
+
+
+def site_options_table() -> str:
+    """:func:`options_table` with its links pointing at the site's pages."""
+    table = options_table()
+    for old, new in SITE_LINKS.items():
+        table = table.replace(old, new)
+    return table
+
+
 def options_table() -> str:
     """One row per option, options of one meaning (``catchup``, ``catchup_limit``) in one."""
     lines = ["| key | default | meaning |", "| --- | --- | --- |"]
@@ -101,7 +121,7 @@ def outcomes_table() -> str:
 
 
 TABLES = (
-    Generated(ROOT / "README.md", "options", options_table),
+    Generated(ROOT / "docs" / "reference" / "task-options.md", "options", site_options_table),
     Generated(ROOT / "docs" / "design.md", "outcomes", outcomes_table),
 )
 

@@ -4,7 +4,7 @@ From two replicas' logs one must tell who ran what: each line names the task,
 the tick it ran for as a local ISO 8601 time in the task's zone (not a slot in
 milliseconds), the replica (the holder id ``status`` shows), the fence and the
 attempt; the finished line adds the outcome and the duration. The same facts go
-in ``extra=`` fields for JSON formatters (README, "Logging as JSON"):
+in ``extra=`` fields for JSON formatters (docs/reference/log-lines.md, "Logging as JSON"):
 
 ``cronlease_task``, ``cronlease_scheduled_for``, ``cronlease_manual``,
 ``cronlease_replica``, ``cronlease_fence``, ``cronlease_attempt``, and on the

@@ -1,4 +1,4 @@
-"""``cronlease.contrib.django``: cronlease as a Django app (docs/frameworks.md, "Django").
+"""``cronlease.contrib.django``: cronlease as a Django app (docs/how-to/django.md).
 
 Add ``"cronlease.contrib.django"`` to ``INSTALLED_APPS``; declare tasks in
 ``settings.CRONLEASE["TASKS"]`` or with the decorator in a ``tasks.py`` of any

@@ -6,7 +6,7 @@
         "DATABASE": "default",        # a DATABASES alias (default "default")
         "AUTOSTART": False,           # True: each serving process is a replica
         "NAMESPACE": "myapp",         # optional: prefixes every task name
-        "ROLES": ["reports"],         # optional: this replica's roles (README, "Roles")
+        "ROLES": ["reports"],         # optional: this replica's roles (see Roles)
         "TASKS": {
             "purge-sessions": {"call": "myapp.jobs:purge", "every": "5m"},
             "backup": {"command": "pg_dump ...", "cron": "0 2 * * *"},

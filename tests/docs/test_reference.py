@@ -1,0 +1,45 @@
+"""The reference pages name everything the code has: every command and option of the
+``cronlease`` parser is on docs/reference/cli.md, every export of ``cronlease`` on the
+Python API, Events or Errors page."""
+
+from __future__ import annotations
+
+import argparse
+
+import cronlease
+import cronlease.errors
+from cronlease.cli.parser import build_parser
+from tests.docs.examples import ROOT
+
+REFERENCE = ROOT / "docs" / "reference"
+
+
+def test_every_command_and_option_is_on_the_cli_page() -> None:
+    page = (REFERENCE / "cli.md").read_text(encoding="utf-8")
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, sub in commands.choices.items():
+        if f"### `cronlease {name}`" not in page:
+            missing.append(name)
+        for action in sub._actions:
+            if action.help == argparse.SUPPRESS:
+                continue  # a hidden, deprecated spelling
+            missing += [f"{name} {o}" for o in action.option_strings if f"`{o}" not in page]
+    assert not missing, f"docs/reference/cli.md lacks: {missing}"
+
+
+def test_every_export_is_in_the_api_reference() -> None:
+    pages = "".join(
+        (REFERENCE / name).read_text(encoding="utf-8")
+        for name in ("api.md", "events.md", "errors.md")
+    )
+    rendered_whole = set(cronlease.errors.__all__) if "::: cronlease.errors" in pages else set()
+    missing = [
+        name
+        for name in cronlease.__all__
+        if name != "__version__"
+        and name not in rendered_whole
+        and f"::: cronlease.{name}\n" not in pages
+    ]
+    assert not missing, f"not in the API reference: {missing}"
