@@ -332,11 +332,22 @@ urlpatterns = [
 ]
 """
 
+#: the admin alone: its index links cronlease's pages, which admin.py serves
+ADMIN_ONLY_URLS = """\
+from django.contrib import admin
+from django.urls import path
 
-def test_the_admin_pages_render_for_a_superuser(tmp_path: Path, task_name: str) -> None:
+urlpatterns = [path("admin/", admin.site.urls)]
+"""
+
+
+def test_the_admin_index_links_the_pages_for_whom_django_permits(
+    tmp_path: Path, task_name: str
+) -> None:
     url = url_for("sqlite", tmp_path)
     manage = write_project(tmp_path, url, ADMIN_SETTINGS)
     (tmp_path / "project_urls.py").write_text(ADMIN_URLS)
+    (tmp_path / "project_admin_urls.py").write_text(ADMIN_ONLY_URLS)
     ledger.setup(url)
     env = project_env(tmp_path, url, task_name)
     replica = subprocess.Popen(
@@ -353,7 +364,7 @@ def test_the_admin_pages_render_for_a_superuser(tmp_path: Path, task_name: str) 
         replica.send_signal(signal.SIGTERM)
         assert replica.wait(timeout=30) == 0
     pages = subprocess.run(
-        [sys.executable, "-m", "tests.support.django_admin_pages", task_name],
+        [sys.executable, "-m", "tests.support.django_admin_pages", task_name, "project_admin_urls"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -367,6 +378,19 @@ def test_the_admin_pages_render_for_a_superuser(tmp_path: Path, task_name: str) 
         "history 200 shown",
         "unknown 404",
         "post 405",
+        "index linked",  # the admin index lists cronlease's tasks, for a superuser
+        "linked 200 shown",
+        "staff index unlinked",  # staff without the view permission: not listed, 403
+        "staff tasks 403",
+        "staff linked 403",
+        "granted index linked",  # cronlease.view_taskstatus granted as Django grants any
+        "granted tasks 200 shown",
+        "admin index linked",  # without the include, the admin serves the pages itself
+        "admin tasks 200 shown",
+        "admin history 200 shown",
+        "admin post 405",
+        "admin staff 403",
+        "admin granted index linked",
         "started False",  # the test client's requests start no replica, AUTOSTART or not
     ], pages.stdout
 
