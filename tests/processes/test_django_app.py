@@ -3,6 +3,8 @@
 Two ``manage.py cronlease run`` processes run every tick once, at the ledger; a
 plain ``django.setup()`` script (and ``manage.py check``) writes nothing to the
 database; a settings mistake exits 2 naming the setting, the task and the key.
+``manage.py cronlease`` lists, runs and hints at the commands that act on the
+settings; the admin index links the pages for whom Django's permission allows.
 """
 
 from __future__ import annotations
