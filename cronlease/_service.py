@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -74,6 +75,8 @@ __all__ = [
     "Triggered",
     "UsageError",
     "check_task_name",
+    "command_line",
+    "commands_named",
     "config_scheduler",
     "connection",
     "declared_tasks",
@@ -160,7 +163,7 @@ def tables_exist(store: LeaseStore, url: str) -> bool:
     if found is TableState.EARLIER:
         raise Failure(
             f"the cronlease tables in {redact(url)} are of an earlier version: a replica of "
-            "this version, or cronlease init-db, upgrades them"
+            f"this version, or {command_line('init-db')}, upgrades them"
         )
     return found is TableState.CURRENT
 
@@ -190,7 +193,30 @@ def reachable_tables(store: LeaseStore, url: str) -> TableState:
 
 
 def no_tables(url: str) -> str:
-    return f"no cronlease tables yet in {redact(url)}: a replica or init-db creates them"
+    return (
+        f"no cronlease tables yet in {redact(url)}: a replica or {command_line('init-db')} "
+        "creates them"
+    )
+
+
+#: how hints name the command line here: ``manage.py cronlease`` runs the same commands
+#: under Django, and a hint must name one the user can type where they are
+_COMMAND: ContextVar[str] = ContextVar("cronlease_command", default="cronlease")
+
+
+@contextmanager
+def commands_named(prog: str) -> Iterator[None]:
+    """Within the block, hints name the commands as ``prog COMMAND``."""
+    token = _COMMAND.set(prog)
+    try:
+        yield
+    finally:
+        _COMMAND.reset(token)
+
+
+def command_line(words: str) -> str:
+    """``words`` (a command and its arguments) as typed here: ``cronlease init-db``."""
+    return f"{_COMMAND.get()} {words}"
 
 
 def connection(scheduler: Scheduler) -> dict[str, Any] | None:
@@ -365,7 +391,7 @@ def _why_not_acquired(store: LeaseStore, name: str) -> str:
         return f"{name}: not run: {exc}"
     row = rows[0] if rows else None
     if row is not None and row.paused:
-        return f"{name}: not run: the task is paused (cronlease resume ...)"
+        return f"{name}: not run: the task is paused ({command_line('resume ...')})"
     if row is not None and row.expires_at > db_now:
         return (
             f"{name}: not run: a run is in progress (holder {holder_id(row.holder)}, "

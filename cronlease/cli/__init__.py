@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 from cronlease._service import Failure as Failure
 from cronlease._service import UsageError as UsageError
+from cronlease._service import commands_named
 from cronlease.cli.check import cmd_check as cmd_check
 from cronlease.cli.common import DISABLED_ENV as DISABLED_ENV
 from cronlease.cli.common import (
@@ -42,6 +43,7 @@ from cronlease.cli.manage import cmd_resume as cmd_resume
 from cronlease.cli.manage import cmd_trigger as cmd_trigger
 from cronlease.cli.manage import cmd_web as cmd_web
 from cronlease.cli.output import print_error, safe_output
+from cronlease.cli.parser import COMMANDS
 from cronlease.cli.parser import EPILOG as EPILOG
 from cronlease.cli.parser import build_parser as build_parser
 from cronlease.cli.run import cmd_run as cmd_run
@@ -63,11 +65,17 @@ def main(
     """Run ``cronlease`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
     ``preset``: a host application's configuration and scheduler instead of a file
-    (``manage.py cronlease``: cronlease/contrib/django); ``commands`` limits what it
-    may run. The commands themselves are the same code either way."""
-    parser = build_parser()
-    if prog is not None:
-        parser.prog = prog
+    (``manage.py cronlease``: cronlease/contrib/django); ``commands`` are the ones it
+    offers (its help lists, its parser knows; its hints name them after ``prog``).
+    The commands themselves are the same code either way."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    offered = COMMANDS if commands is None else commands
+    settings = None if preset is None else str(preset.config.path)
+    parser = build_parser(prog or "cronlease", offered, settings)
+    given = next((word for word in argv if not word.startswith("-")), None)
+    if given in COMMANDS and given not in offered:  # a command of cronlease's alone
+        print_error(f"{parser.prog} runs {', '.join(offered)}; for {given}, use cronlease")
+        return EXIT_USAGE
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help, --version or a usage error
@@ -75,16 +83,13 @@ def main(
     if not hasattr(args, "handler"):  # bare ``cronlease``: what there is to do
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    if commands is not None and args.command_name not in commands:
-        given = args.command_name
-        print_error(f"{parser.prog} runs {', '.join(commands)}; for {given}, use cronlease")
-        return EXIT_USAGE
     args.preset = preset
     if preset is None or not preset.keep_logging:
         _configure_logging(args.log_level)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        with safe_output():  # foreign text printed escaped, passwords hidden
+        # foreign text printed escaped, passwords hidden; hints name commands as typed here
+        with safe_output(), commands_named(parser.prog):
             try:
                 code = handler(args)
             except (ConfigError, UsageError) as exc:

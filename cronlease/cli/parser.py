@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import textwrap
+from collections.abc import Callable, Collection
 
 from cronlease._roles import parse_roles
 from cronlease._version import __version__
@@ -23,46 +24,103 @@ from cronlease.cli.run import cmd_run
 from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG
 from cronlease.errors import ConfigError
 
-EPILOG = f"""\
+#: every command, as ``cronlease --help`` lists them
+COMMANDS = (
+    "run",
+    "check",
+    "status",
+    "history",
+    "pause",
+    "resume",
+    "trigger",
+    "forget",
+    "init-db",
+    "web",
+    "import-crontab",
+)
+
+
+def epilog(settings: str | None = None, commands: Collection[str] = COMMANDS) -> str:
+    """The exit statuses and environment, for the ``commands`` offered; ``settings``: what
+    configures them instead of a config file (``manage.py cronlease``: settings.CRONLEASE)."""
+    crontab = (
+        ", a crontab line import-crontab cannot translate faithfully"
+        if "import-crontab" in commands
+        else ""
+    )
+    source = DEFAULT_CONFIG if settings is None else settings
+    environment = (
+        f"  {DATABASE_ENV}  overrides `database` in the config file (--database overrides both)\n"
+        if settings is None
+        else ""
+    )
+    if "run" in commands:
+        environment += (
+            f"  {DISABLED_ENV}=1      `run` starts but fires nothing "
+            "(e.g. a staging copy of production)\n"
+        )
+    usage = textwrap.fill(
+        f"usage or configuration error (bad arguments, invalid {source}, unknown task, "
+        f"forget refused{crontab}); nothing was started, nothing was written",
+        width=86,
+        initial_indent="  2    ",
+        subsequent_indent="       ",
+    )
+    text = f"""\
 exit status:
   0    success
   1    runtime failure: the database is unreachable ("database unreachable: ..."),
        status --check found a problem, a triggered run failed or was refused
-  2    usage or configuration error (bad arguments, invalid {DEFAULT_CONFIG}, unknown
-       task, forget refused, a crontab line import-crontab cannot translate
-       faithfully); nothing was started, nothing was written
+{usage}
   130  interrupted (Ctrl-C)
   141  stdout was closed before the output ended (`... | head`); nothing more printed
-
-environment:
-  {DATABASE_ENV}  overrides `database` in the config file (--database overrides both)
-  {DISABLED_ENV}=1      `run` starts but fires nothing (e.g. a staging copy of production)
 """
+    if environment:
+        text += f"\nenvironment:\n{environment}"
+    if settings is not None:
+        text += f"\nconfiguration: {settings} (tasks and database), not a config file\n"
+    return text
 
 
-def build_parser() -> argparse.ArgumentParser:
+EPILOG = epilog()
+
+
+def build_parser(
+    prog: str = "cronlease",
+    offered: Collection[str] = COMMANDS,
+    settings: str | None = None,
+) -> argparse.ArgumentParser:
+    """The parser of the ``offered`` commands (the rest are neither listed nor parsed).
+    ``settings``: what configures them instead of a config file (``manage.py cronlease``:
+    settings.CRONLEASE), so -c and --database are not offered."""
     parser = argparse.ArgumentParser(
-        prog="cronlease",
+        prog=prog,
         description="Periodic tasks on every replica, each tick run once, held by a database lease",
-        epilog=EPILOG,
+        epilog=epilog(settings, offered),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"cronlease {__version__}")
     # not required: bare ``cronlease`` prints the whole help (main), not one usage line
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    # a command not offered is built here, out of sight, so its options need no guard
+    unlisted = argparse.ArgumentParser(add_help=False).add_subparsers()
+    source = "the config file" if settings is None else settings
 
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "-c",
-        "--config",
-        metavar="FILE",
-        help=f"the config file (default ./{DEFAULT_CONFIG})",
-    )
-    common.add_argument(
-        "--database",
-        metavar="URL",
-        help=f"the database URL (overrides the config file and ${DATABASE_ENV})",
-    )
+    if settings is None:
+        common.add_argument(
+            "-c",
+            "--config",
+            metavar="FILE",
+            help=f"the config file (default ./{DEFAULT_CONFIG})",
+        )
+        common.add_argument(
+            "--database",
+            metavar="URL",
+            help=f"the database URL (overrides the config file and ${DATABASE_ENV})",
+        )
+    else:
+        common.set_defaults(config=None, database=None)
     common.add_argument(
         "--log-level",
         default="INFO",
@@ -80,12 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
         *,
         json_output: bool = False,
     ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(
+        assert name in COMMANDS, name
+        sub = (commands if name in offered else unlisted).add_parser(
             name,
             help=help_text,
             description=help_text,
             parents=[common, as_json] if json_output else [common],
-            epilog="exit status and environment: cronlease --help",
+            epilog=f"exit status and environment: {prog} --help",
         )
         sub.set_defaults(handler=handler, command_name=name)
         return sub
@@ -117,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = command(
         "check",
         cmd_check,
-        "validate the config file; list tasks and next fire times",
+        f"validate {source}; list tasks and next fire times",
         json_output=True,
     )
     check.add_argument(
@@ -174,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument(
         "--force",
         action="store_true",
-        help="forget a task the config file still declares (its next tick makes a new row, "
+        help=f"forget a task {source} still declares (its next tick makes a new row, "
         "from a fresh slot cursor)",
     )
     command("init-db", cmd_init_db, "create the cronlease tables if they are missing")

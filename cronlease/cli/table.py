@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cronlease._service import command_line
 from cronlease._status import StatusReport, TaskStatus
 from cronlease._status.cells import orphan_rows, status_rows
 from cronlease.cli.output import fit_table, print_table
@@ -47,5 +48,6 @@ def orphans_summary(rows: Sequence[TaskStatus]) -> str:
     more = f" and {len(rows) - ORPHANS_SHOWN} more" if len(rows) > ORPHANS_SHOWN else ""
     return (
         f"{len(rows)} orphaned lease row(s), of tasks no longer declared: {names}{more}\n"
-        "  list them: cronlease status --orphaned; remove one: cronlease forget TASK"
+        f"  list them: {command_line('status --orphaned')}; "
+        f"remove one: {command_line('forget TASK')}"
     )

@@ -3,10 +3,13 @@
 Two ``manage.py cronlease run`` processes run every tick once, at the ledger; a
 plain ``django.setup()`` script (and ``manage.py check``) writes nothing to the
 database; a settings mistake exits 2 naming the setting, the task and the key.
+``manage.py cronlease`` lists, runs and hints at the commands that act on the
+settings; the admin index links the pages for whom Django's permission allows.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -91,6 +94,138 @@ def test_two_manage_py_cronlease_runs_run_every_tick_once(
         codes = [proc.wait(timeout=30) for proc in procs]
     assert codes == [0, 0], output()
     assert_every_slot_once([slot for slot, _ in ledger.entries(url, task_name)])
+
+
+#: what ``manage.py cronlease`` offers: the CLI's commands that act on the settings
+#: (``web`` and ``import-crontab`` do not: the admin pages, a cronlease.toml)
+DJANGO_COMMANDS = [
+    "run",
+    "check",
+    "status",
+    "history",
+    "pause",
+    "resume",
+    "trigger",
+    "forget",
+    "init-db",
+]
+
+
+def listed_commands(help_text: str) -> list[str]:
+    """The commands a ``--help`` lists, in order (the lines under ``COMMAND``)."""
+    section = help_text.split("  COMMAND\n", 1)[1].split("\n\n", 1)[0]
+    return [
+        line.split()[0]
+        for line in section.splitlines()
+        if line.startswith("    ") and not line.startswith("     ")
+    ]
+
+
+def test_manage_py_cronlease_lists_the_commands_it_runs_and_hints_at_them(
+    tmp_path: Path, task_name: str
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    manage = write_project(tmp_path, url)
+    env = project_env(tmp_path, url, task_name)
+
+    def manage_py(*words: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(manage), *words],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    shown = manage_py("cronlease", "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert listed_commands(shown.stdout) == DJANGO_COMMANDS, shown.stdout
+    assert "import-crontab" not in shown.stdout and "settings.CRONLEASE" in shown.stdout
+    assert "--database" not in shown.stdout
+    django_help = manage_py("help", "cronlease")  # Django's own way to ask
+    assert listed_commands(django_help.stdout) == DJANGO_COMMANDS, django_help.stdout
+    status = manage_py("cronlease", "status")  # a fresh file: the hint names what works here
+    assert status.returncode == 0, status.stderr
+    assert task_name in status.stdout
+    assert "a replica or manage.py cronlease init-db creates them" in status.stdout
+    web = manage_py("cronlease", "web")
+    assert web.returncode == 2
+    offered = ", ".join(DJANGO_COMMANDS)
+    assert f"manage.py cronlease runs {offered}; for web, use cronlease" in web.stderr
+    assert not Path(url.removeprefix("sqlite:///")).exists()  # nothing above wrote
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_manage_py_cronlease_steers_the_settings_tasks_on_the_settings_database(
+    backend: str, tmp_path: Path, task_name: str
+) -> None:
+    url = django_url(backend, tmp_path)
+    manage = write_project(tmp_path, url)
+    ledger.setup(url)  # the task's side effect, for trigger to succeed
+    env = project_env(tmp_path, url, task_name)
+    init = subprocess.run(  # one real manage.py that writes; the rest through call_command
+        [sys.executable, str(manage), "cronlease", "init-db"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert init.returncode == 0, init.stderr
+    assert "cronlease tables are ready" in init.stdout
+    steps = [
+        ["pause", task_name],
+        ["trigger", task_name],
+        ["resume", task_name],
+        ["trigger", task_name],  # the tasks.py task, run in this process
+        ["history", task_name, "--json"],
+        ["check", "--json"],
+        ["forget", task_name],
+        ["forget", "--force", task_name],
+        ["status", "--database", url],
+        ["import-crontab", "-"],
+    ]
+    ran = subprocess.run(
+        [sys.executable, "-m", "tests.support.django_commands", *map(json.dumps, steps)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    (
+        paused,
+        refused,
+        resumed,
+        triggered,
+        history,
+        check,
+        declared,
+        forgot,
+        settings_only,
+        crontab,
+    ) = json.loads(ran.stdout.splitlines()[-1])
+    assert paused["code"] == 0, paused
+    assert paused["out"] == f"paused {task_name!r} on every replica (a run in progress finishes)\n"
+    assert refused["code"] == 1
+    assert "the task is paused (manage.py cronlease resume ...)" in refused["err"]
+    assert resumed["code"] == 0, resumed
+    assert triggered["code"] == 0, triggered
+    assert triggered["out"].startswith(f"{task_name}: succeeded"), triggered
+    assert len(ledger.entries(url, task_name)) == 1
+    assert history["code"] == 0, history
+    assert [run["outcome"] for run in json.loads(history["out"])] == ["succeeded"]
+    assert check["code"] == 0, check
+    described = json.loads(check["out"])
+    assert described["config"] == "settings.CRONLEASE"
+    assert [task["name"] for task in described["tasks"]] == [task_name]
+    assert declared["code"] == 2 and "give --force" in declared["err"]  # tasks.py declares it
+    assert forgot["code"] == 0 and forgot["out"].startswith(f"forgot {task_name!r}"), forgot
+    assert settings_only["code"] == 2  # the settings decide the database
+    assert "unrecognized arguments: --database" in settings_only["err"]
+    assert crontab["code"] == 2 and "for import-crontab, use cronlease" in crontab["err"]
 
 
 def test_a_plain_django_setup_and_manage_py_check_write_nothing(
@@ -199,11 +334,22 @@ urlpatterns = [
 ]
 """
 
+#: the admin alone: its index links cronlease's pages, which admin.py serves
+ADMIN_ONLY_URLS = """\
+from django.contrib import admin
+from django.urls import path
 
-def test_the_admin_pages_render_for_a_superuser(tmp_path: Path, task_name: str) -> None:
+urlpatterns = [path("admin/", admin.site.urls)]
+"""
+
+
+def test_the_admin_index_links_the_pages_for_whom_django_permits(
+    tmp_path: Path, task_name: str
+) -> None:
     url = url_for("sqlite", tmp_path)
     manage = write_project(tmp_path, url, ADMIN_SETTINGS)
     (tmp_path / "project_urls.py").write_text(ADMIN_URLS)
+    (tmp_path / "project_admin_urls.py").write_text(ADMIN_ONLY_URLS)
     ledger.setup(url)
     env = project_env(tmp_path, url, task_name)
     replica = subprocess.Popen(
@@ -220,7 +366,7 @@ def test_the_admin_pages_render_for_a_superuser(tmp_path: Path, task_name: str) 
         replica.send_signal(signal.SIGTERM)
         assert replica.wait(timeout=30) == 0
     pages = subprocess.run(
-        [sys.executable, "-m", "tests.support.django_admin_pages", task_name],
+        [sys.executable, "-m", "tests.support.django_admin_pages", task_name, "project_admin_urls"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -234,6 +380,19 @@ def test_the_admin_pages_render_for_a_superuser(tmp_path: Path, task_name: str) 
         "history 200 shown",
         "unknown 404",
         "post 405",
+        "index linked",  # the admin index lists cronlease's tasks, for a superuser
+        "linked 200 shown",
+        "staff index unlinked",  # staff without the view permission: not listed, 403
+        "staff tasks 403",
+        "staff linked 403",
+        "granted index linked",  # cronlease.view_taskstatus granted as Django grants any
+        "granted tasks 200 shown",
+        "admin index linked",  # without the include, the admin serves the pages itself
+        "admin tasks 200 shown",
+        "admin history 200 shown",
+        "admin post 405",
+        "admin staff 403",
+        "admin granted index linked",
         "started False",  # the test client's requests start no replica, AUTOSTART or not
     ], pages.stdout
 

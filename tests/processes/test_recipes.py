@@ -317,6 +317,13 @@ def test_django_under_gunicorn_and_a_cronlease_run_command(recipe: Recipe) -> No
     status = http_get(f"{base}/cronlease/status.json")
     assert status is not None and status[0] == 200
     assert recipe.name in [task["name"] for task in json.loads(status[1])["tasks"]]
+    # the admin is styled: its page names the stylesheet, which is served (DEBUG, the
+    # example's default: staticfiles_urlpatterns under gunicorn, as runserver does)
+    login = http_get(f"{base}/admin/login/")
+    assert login is not None and login[0] == 200
+    assert 'href="/static/admin/css/base.css"' in login[1], login[1]
+    css = http_get(f"{base}/static/admin/css/base.css")
+    assert css is not None and css[0] == 200 and "body" in css[1]
     recipe.stop_and_check(alive)
 
 

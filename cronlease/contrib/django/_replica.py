@@ -29,9 +29,12 @@ from cronlease.config import Config, TaskSpec
 from cronlease.contrib.django._settings import DjangoSettings, read_settings
 from cronlease.errors import ConfigError
 
-__all__ = ["declared_config", "get_scheduler", "on_request", "refuse", "settings_of"]
+__all__ = ["PROG", "declared_config", "get_scheduler", "on_request", "refuse", "settings_of"]
 
 logger = logging.getLogger("cronlease")
+
+#: the command line under Django, as help and hints name it
+PROG = "manage.py cronlease"
 
 _lock = threading.Lock()
 _built: tuple[DjangoSettings, Scheduler] | None = None

@@ -1,4 +1,8 @@
-"""The admin pages' URLs (views.py): ``include("cronlease.contrib.django.urls")``."""
+"""The admin pages' URLs (views.py) for a URLconf that includes them:
+``path("admin/cronlease/", include("cronlease.contrib.django.urls"))``.
+
+Not needed for the admin: admin.py gives it the same pages, linked from its index.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,13 @@ from django.views.decorators.http import require_safe
 from cronlease.contrib.django.views import history, tasks
 
 app_name = "cronlease"
+tasks_view = admin.site.admin_view(require_safe(tasks))  # read-only: a POST is a 405
+history_view = admin.site.admin_view(require_safe(history))
 urlpatterns = [
-    # read-only: a POST is refused (405), not served
-    path("", admin.site.admin_view(require_safe(tasks)), name="tasks"),
-    path("<path:task>/", admin.site.admin_view(require_safe(history)), name="history"),
+    path("", tasks_view, name="tasks"),
+    # Included at admin/cronlease/ before the admin, these would catch the admin
+    # index's link to admin/cronlease/taskstatus/ as a task's name: they serve it
+    path("taskstatus/", tasks_view),
+    path("taskstatus/<path:task>/", history_view),
+    path("<path:task>/", history_view, name="history"),
 ]

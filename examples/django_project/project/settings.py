@@ -7,7 +7,9 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "example-only-not-secret")
-DEBUG = os.environ.get("DJANGO_DEBUG") == "1"
+# On by default, as in a project `startproject` makes, so that runserver serves the
+# admin's CSS; production sets DJANGO_DEBUG=0 (and serves STATIC_ROOT, below).
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -15,7 +17,9 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
-    "cronlease.contrib.django",  # tasks.py discovery, manage.py cronlease, the admin pages
+    "django.contrib.staticfiles",  # the admin's CSS and JavaScript
+    # tasks.py discovery, manage.py cronlease, "cronlease: Tasks" on the admin index
+    "cronlease.contrib.django",
     "periodic",
 ]
 MIDDLEWARE = [
@@ -49,6 +53,12 @@ DATABASES = {
     }
 }
 USE_TZ = True
+# With DEBUG, runserver (and, through project/urls.py, any server) serves every app's
+# static files from the app itself. In production (DEBUG off) nothing in Django
+# serves them: `python manage.py collectstatic` copies them into STATIC_ROOT, and the
+# web server in front (nginx, a CDN) or WhiteNoise serves that directory at STATIC_URL.
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
 TIME_ZONE = "UTC"
 # The tasks' own loggers ("periodic.tasks", "periodic.jobs") and cronlease's run lines.
 LOGGING = {

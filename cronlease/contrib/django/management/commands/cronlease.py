@@ -1,9 +1,13 @@
-"""``manage.py cronlease run|status|history``: the ``cronlease`` commands, on the settings.
+"""``manage.py cronlease COMMAND``: the ``cronlease`` commands, on the settings.
 
 Each is the CLI's own command (cronlease/cli), given the settings' configuration
-and, for ``run``, this process's scheduler (the ``tasks.py`` decorators' tasks and
-any listener put on it) instead of a file: the same options, output and exit
-statuses as ``cronlease run|status|history``.
+(``DATABASES[CRONLEASE["DATABASE"]]``, the settings' and the ``tasks.py``
+decorators' tasks) and, for ``run``, this process's scheduler (with any listener
+put on it) instead of a file: the same options, output and exit statuses as
+``cronlease COMMAND``. Two are not offered, as they do not act on the settings:
+``web`` (the project's own server has the admin pages, behind its login) and
+``import-crontab`` (it writes a cronlease.toml, which a Django project does not
+read); ``cronlease web|import-crontab`` remain for them.
 """
 
 from __future__ import annotations
@@ -18,10 +22,22 @@ from django.core.management.base import BaseCommand
 
 from cronlease.cli import EXIT_USAGE, Preset, main
 from cronlease.cli.output import print_error
-from cronlease.contrib.django._replica import declared_config, get_scheduler
+from cronlease.cli.parser import build_parser
+from cronlease.contrib.django._database import WHERE
+from cronlease.contrib.django._replica import PROG, declared_config, get_scheduler
 from cronlease.errors import ConfigError
 
-COMMANDS = ("run", "status", "history")
+COMMANDS = (
+    "run",
+    "check",
+    "status",
+    "history",
+    "pause",
+    "resume",
+    "trigger",
+    "forget",
+    "init-db",
+)
 #: options that ``manage.py`` itself reads (ManagementUtility has applied them)
 _DJANGO_OPTIONS = ("--settings", "--pythonpath")
 
@@ -36,7 +52,7 @@ def run_cli(argv: Sequence[str]) -> int:
     # Django's LOGGING covers cronlease (or the root): the CLI must not replace it
     keep = logging.getLogger("cronlease").hasHandlers()
     preset = Preset(config=config, scheduler=scheduler, keep_logging=keep)
-    return main(list(argv), preset=preset, prog="manage.py cronlease", commands=COMMANDS)
+    return main(list(argv), preset=preset, prog=PROG, commands=COMMANDS)
 
 
 def _without_django_options(argv: Sequence[str]) -> list[str]:
@@ -53,10 +69,14 @@ def _without_django_options(argv: Sequence[str]) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = "cronlease run|status|history on this project's settings (see: cronlease --help)"
+    help = f"cronlease's commands on this project's settings ({', '.join(COMMANDS)})"
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("cli_args", nargs=argparse.REMAINDER, metavar="run|status|history")
+        parser.add_argument("cli_args", nargs=argparse.REMAINDER, metavar="COMMAND")
+
+    def print_help(self, prog_name: str, subcommand: str) -> None:
+        # ``manage.py help cronlease``: the CLI's help, as ``manage.py cronlease --help``
+        build_parser(PROG, COMMANDS, WHERE).print_help(self.stdout)
 
     def run_from_argv(self, argv: list[str]) -> None:
         # the CLI parses its own options (Django's parser would refuse --json, --grace, ...)

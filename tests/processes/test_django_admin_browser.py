@@ -1,0 +1,91 @@
+"""The example Django project's admin in a real browser (headless Chromium, as
+tests/contract/test_web_browser.py drives it): served by ``manage.py runserver`` as a
+new user starts it, the admin is styled (its stylesheet loaded and applied), and its
+index links cronlease's tasks, whose page is styled too."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.contract.test_web_browser import browser  # noqa: F401  (the fixture)
+from tests.processes.test_django_app import free_port, http_status
+from tests.support.procs import ROOT, wait_for
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = ROOT / "examples" / "django_project"
+
+
+def test_the_example_admin_is_styled_and_links_cronlease(
+    browser: Any,  # noqa: F811  (the imported fixture)
+    tmp_path: Path,
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRONLEASE_", "DJANGO_"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLE)]),
+        DJANGO_DATABASE_PATH=str(tmp_path / "db.sqlite3"),
+        DJANGO_SUPERUSER_PASSWORD="pw",
+        PYTHONUNBUFFERED="1",
+    )
+    manage = [sys.executable, str(EXAMPLE / "manage.py")]
+
+    def setup(*words: str) -> None:
+        done = subprocess.run(
+            [*manage, *words], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+
+    setup("migrate", "--verbosity", "0")
+    setup("createsuperuser", "--noinput", "--username", "admin", "--email", "a@example.com")
+    port = free_port()
+    log = tmp_path / "runserver.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [*manage, "runserver", "--noreload", f"127.0.0.1:{port}"],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: http_status(f"{base}/healthz"), timeout=60, message="runserver answers")
+        browser.get(f"{base}/admin/login/")
+        browser.find_element(By.NAME, "username").send_keys("admin")
+        browser.find_element(By.NAME, "password").send_keys("pw")
+        browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+        wait_for(lambda: browser.find_elements(By.ID, "content-main"), timeout=30)
+
+        def styled() -> bool:
+            # base.css loaded and applied: the header has the admin's colour, not none
+            header = browser.find_element(By.ID, "header")
+            sheets = browser.execute_script(
+                "return [...document.styleSheets].filter(s => s.cssRules.length).map(s => s.href)"
+            )
+            loaded = any(str(href).endswith("/static/admin/css/base.css") for href in sheets)
+            return loaded and header.value_of_css_property("background-color") not in (
+                "rgba(0, 0, 0, 0)",
+                "transparent",
+            )
+
+        assert styled(), browser.page_source
+        link = browser.find_element(By.CSS_SELECTOR, 'a[href="/admin/cronlease/taskstatus/"]')
+        assert link.text == "Tasks"
+        link.click()
+        wait_for(lambda: browser.find_elements(By.ID, "cronlease"), timeout=30)
+        names = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#cronlease td a")]
+        assert "clear_expired_sessions" in names and "nightly-report" in names, names
+        assert styled(), browser.page_source
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
