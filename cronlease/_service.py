@@ -38,7 +38,7 @@ from cronlease._lease.database import (
     normalize_url,
     redact,
 )
-from cronlease._lease.model import RunRecord, check_task_name
+from cronlease._lease.model import check_task_name
 from cronlease._lease.names import normal_form
 from cronlease._lease.recovery import describe_error
 from cronlease._lease.settings import READER_POOL
@@ -320,7 +320,7 @@ class Triggered:
 
     name: str
     outcome: str
-    run: RunRecord | None
+    run: RunStatus | None
 
 
 def trigger(
@@ -346,8 +346,9 @@ def trigger(
             outcome = scheduler.run_now(spec.name)
         if outcome is None:
             raise Failure(_why_not_acquired(scheduler.store, task.full_name))
+        scrub = Scrubber.of(scheduler.store)
         runs = [
-            run
+            RunStatus.of(run, scrub)
             for run in scheduler.store.history(task.full_name, 5)
             if run.manual and run.holder.startswith(scheduler.holder)
         ]

@@ -419,6 +419,52 @@ def test_trigger_runs_once_and_is_refused_while_a_run_is_in_progress(
     assert cli("resume", name, "--database", url, cwd=elsewhere).returncode == 0
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_verb_that_prints_a_result_has_json_of_the_model_its_text_formats(
+    backend: str, tmp_path: Path, namespace: str
+) -> None:
+    url = url_for(backend, tmp_path)
+    write_config(
+        tmp_path,
+        url,
+        """
+        [tasks.ok]
+        command = "true"
+        cron = "0 0 1 1 *"
+
+        [tasks.bad]
+        command = "sh -c 'echo broken >&2; exit 3'"
+        cron = "0 0 1 1 *"
+        """,
+        namespace,
+    )
+    name = f"{namespace}:ok"
+    assert cli_json("init-db", cwd=tmp_path) == {"database": url, "tables": "ready"}
+    assert cli("init-db", cwd=tmp_path).stdout == f"cronlease tables are ready on {url}\n"
+    assert cli_json("pause", "ok", cwd=tmp_path) == {"task": name, "paused": True}
+    assert cli("pause", "ok", cwd=tmp_path).stdout.startswith(f"paused {name!r} on every")
+    assert cli_json("resume", "ok", cwd=tmp_path) == {"task": name, "paused": False}
+    assert cli("resume", "ok", cwd=tmp_path).stdout == f"resumed {name!r} on every replica\n"
+
+    done = cli_json("trigger", "ok", cwd=tmp_path)
+    assert done["task"] == name and done["outcome"] == "succeeded"
+    (stored,) = cli_json("history", "ok", cwd=tmp_path)
+    assert done["run"] == stored  # the run as history shows it
+    text = cli("trigger", "ok", cwd=tmp_path)
+    assert re.fullmatch(rf"{name}: succeeded in \S+ \(fence \d+\)\n", text.stdout), text.stdout
+
+    failed = cli("trigger", "bad", "--json", cwd=tmp_path)
+    assert failed.returncode == 1
+    model = json.loads(failed.stdout)
+    assert model["outcome"] == "failed" and "status 3" in model["run"]["error_summary"]
+
+    assert cli_json("forget", "ok", "--force", cwd=tmp_path) == {
+        "task": name,
+        "forgotten": True,
+        "had_lease_row": True,
+    }
+
+
 # --- stopping --------------------------------------------------------------------------
 
 
