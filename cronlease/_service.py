@@ -47,9 +47,8 @@ from cronlease._lease.store import LeaseStore
 from cronlease._lease.table_state import TableState, missing_sqlite_file, table_state
 from cronlease._run.housekeeping.pruning import HOUSEKEEPING_TASK
 from cronlease._run.housekeeping.watcher import STUCK_WATCHER_TASK
-from cronlease._run.stopping import Deadline
+from cronlease._run.stopping import ExitAfterStop
 from cronlease._scheduler import Scheduler
-from cronlease._shell_task import CommandTask, terminate_running
 from cronlease._status import (
     DeclaredTask,
     RunStatus,
@@ -77,6 +76,7 @@ __all__ = [
     "config_scheduler",
     "connection",
     "declared_tasks",
+    "exit_after_stop",
     "forget",
     "known_task",
     "no_tables",
@@ -89,7 +89,6 @@ __all__ = [
     "redact",
     "require_tables",
     "set_paused",
-    "stop_remaining_runs",
     "stored_name",
     "tables_exist",
     "task_spec",
@@ -424,25 +423,9 @@ def _why_kept(store: LeaseStore, name: str) -> str:
     )
 
 
-def stop_remaining_runs(scheduler: Scheduler, seconds: float) -> None:
-    """The process exits next, and what still runs dies with it: record those runs
-    interrupted (their leases left to expire), terminate running commands and wait up to
-    ``seconds`` for them to end (SIGKILL then; at once after a second signal)."""
-    running = set(scheduler.runner.running)
-    if not running:
-        return
-    scheduler.runner.interrupt_running()
-    commands = {
-        task.full_name for task in scheduler.tasks.values() if isinstance(task.func, CommandTask)
-    } & running
-    if not commands:
-        return
-    deadline = Deadline(seconds, hurried=lambda: scheduler.hurried)
-    reason = "the replica shut down past its grace period"
-    terminate_running(reason, kill=deadline.hurried)
-    ended = deadline.wait(
-        lambda wait: scheduler.runner.wait_ended(commands, wait),
-        f"{len(commands)} command(s) to end after SIGTERM: {', '.join(sorted(commands))}",
-    )
-    if not ended:
-        terminate_running(reason, kill=True)
+def exit_after_stop(scheduler: Scheduler, seconds: float) -> None:
+    """The process exits once ``scheduler`` stopped, and what still runs then dies with it:
+    its stop records those runs interrupted (their leases left to expire), terminates
+    running commands and waits up to ``seconds`` for them to end (SIGKILL then; at once
+    after a second signal), before it says the replica stopped."""
+    scheduler.runner.exit_after_stop = ExitAfterStop(seconds, hurried=lambda: scheduler.hurried)

@@ -514,6 +514,55 @@ def test_sigterm_past_the_grace_records_the_run_interrupted_and_kills_it(
     assert task["last_run"]["outcome"] == "interrupted"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sigterm_during_a_command_logs_one_shutdown_story_in_order_agreeing_with_history(
+    backend: str, tmp_path: Path, namespace: str, replicas: list[Replica]
+) -> None:
+    pidfile = tmp_path / "pid"
+    write_config(
+        tmp_path,
+        url_for(backend, tmp_path),
+        f"""
+        [tasks.backup]
+        command = "sh -c 'echo $$ > {pidfile}; exec sleep 30'"
+        every = 1
+        """,
+        namespace,
+    )
+    # 2 s: 1.6 s for the run to end, then 0.4 s for its command to end after SIGTERM
+    replica = Replica("run", "--grace", "2", cwd=tmp_path)
+    replicas.append(replica)
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 20, "the command")
+    pid = int(pidfile.read_text())
+    replica.process.send_signal(signal.SIGTERM)
+    assert replica.wait(timeout=20) == 0, replica.output
+    assert process_gone(pid), "the command outlived the replica"
+
+    lines = replica.lines[
+        next(i for i, line in enumerate(replica.lines) if "received SIGTERM" in line) :
+    ]
+    task = rf"{namespace}:backup"
+    story = [
+        r"received SIGTERM, shutting down",
+        rf"shutdown: waiting up to 1\.[56]\d* s for 1 run in progress \({task}\) to end$",
+        rf"shutdown: gave up waiting for 1 run in progress \({task}\) to end after 1\.\d+ s",
+        r"the replica stops past its grace period: terminating the process group",
+        rf"{task}: interrupted by shutdown after \d+(\.\d+)? s \(recorded; its lease is "
+        r"released\), tick \S+ replica=\S+ fence=1 attempt=1$",
+        r"cronlease replica \S+ stopped$",
+    ]
+    found = iter(lines)  # each in order, each after the one before
+    for pattern in story:
+        assert any(re.search(pattern, line) for line in found), (pattern, "\n".join(lines))
+    assert re.search(story[-1], lines[-1]), "\n".join(lines)  # nothing said after it
+    said = "\n".join(lines)
+    for contradiction in ("failed", "keeps renewing", "still running after shutdown"):
+        assert contradiction not in said, said
+    (run,) = cli_json("history", "backup", cwd=tmp_path)
+    assert run["outcome"] == "interrupted" and run["fence"] == 1
+
+
 def never_ending_task(folder: Path, book: Path, grace: str) -> str:
     """A config whose one task is a Python call that never returns (nothing can stop it)."""
     module = f"forever_{uuid.uuid4().hex[:8]}"
@@ -552,8 +601,9 @@ def test_sigterm_with_a_task_that_never_ends_exits_within_the_configured_grace(
     # every wait is bounded by the 3 s grace (a generous allowance here for a loaded machine;
     # before, the run alone was waited for 25 s and then 10 s more)
     assert replica.wait(timeout=3 + 12) == 0, replica.output
-    replica.wait_for_log(r"shutdown: waiting up to [23][.\d]* s for 1 running task")
-    replica.wait_for_log(r"shutdown: gave up waiting for 1 running task")
+    replica.wait_for_log(r"shutdown: waiting up to [23][.\d]* s for 1 run in progress \(forever\)")
+    replica.wait_for_log(r"shutdown: gave up waiting for 1 run in progress \(forever\) to end")
+    replica.wait_for_log(r"forever: interrupted by shutdown after .* it ends with the process")
     (run,) = cli_json("history", "forever", cwd=tmp_path)
     assert run["outcome"] == "interrupted" and run["slot"] == int(ledger(book)[0][0])
 
@@ -568,7 +618,7 @@ def test_a_second_sigterm_stops_the_waiting_at_once(
     replicas.append(replica)
     wait_for(lambda: len(ledger(book)) == 1, 30, "a run to start")
     replica.process.send_signal(signal.SIGTERM)
-    replica.wait_for_log("shutdown: waiting up to .* for 1 running task")
+    replica.wait_for_log(r"shutdown: waiting up to .* for 1 run in progress \(forever\)")
     assert replica.process.poll() is None  # it waits: the grace is ten minutes
     replica.process.send_signal(signal.SIGTERM)
     assert replica.wait(timeout=20) == 0, replica.output

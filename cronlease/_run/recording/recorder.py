@@ -27,8 +27,8 @@ from cronlease._events import EventBus, RunFinished
 from cronlease._lease.model import FinishRequest, Outcome
 from cronlease._lease.store import LeaseStore
 from cronlease._run.replica_log.failure_lines import FailureLines, Finished
-from cronlease._run.replica_log.run_lines import log_finished
-from cronlease._run.workers.active import ActiveRun, ActiveRuns
+from cronlease._run.replica_log.run_lines import log_finished, log_interrupted
+from cronlease._run.workers.active import SHUTDOWN_ERROR, ActiveRun, ActiveRuns
 from cronlease._run.workers.execution import Ended
 from cronlease._stats import Stats
 from cronlease.errors import RowRefused, StoreError
@@ -187,7 +187,10 @@ class Recorder:
         report = self._events.wants(RunFinished)
         for entry in batch:
             lease = entry.run.lease
-            log_finished(entry.run.task, lease, entry.outcome, entry.duration)
+            if entry.run.recorded_as == "interrupted":
+                log_interrupted(entry.run.task, lease, entry.duration, ended=True)
+            else:
+                log_finished(entry.run.task, lease, entry.outcome, entry.duration)
             if report:
                 self._events.emit(
                     RunFinished(
@@ -237,15 +240,8 @@ class Recorder:
         return {}
 
     def interrupt(self, runs: Sequence[ActiveRun]) -> None:
-        """Shutdown: record runs still executing as interrupted; keep their leases."""
-        for run in runs:
-            logger.warning(
-                "%s (slot %s) still running at shutdown: recorded as interrupted; "
-                "its lease expires in at most %.3g s",
-                run.task.full_name,
-                run.lease.slot,
-                run.lease.ttl,
-            )
+        """Shutdown: record runs still executing as interrupted; keep their leases. Each
+        is said once, by whoever sees it end (run_lines.log_interrupted)."""
         if not runs:
             return
         self._stats.add("runs_interrupted", len(runs))
@@ -255,7 +251,7 @@ class Recorder:
                     FinishRequest.of(
                         run.lease,
                         "interrupted",
-                        "the scheduler shut down while the run was in progress",
+                        SHUTDOWN_ERROR,
                         release=False,
                     )
                     for run in runs
