@@ -49,6 +49,7 @@ from cronlease._run.housekeeping.pruning import HOUSEKEEPING_TASK
 from cronlease._run.housekeeping.watcher import STUCK_WATCHER_TASK
 from cronlease._run.stopping import ExitAfterStop
 from cronlease._scheduler import Scheduler
+from cronlease._shell_task import CommandTask
 from cronlease._status import (
     DeclaredTask,
     RunStatus,
@@ -74,6 +75,7 @@ __all__ = [
     "UsageError",
     "check_task_name",
     "config_scheduler",
+    "config_warnings",
     "connection",
     "declared_tasks",
     "exit_after_stop",
@@ -82,6 +84,7 @@ __all__ = [
     "no_tables",
     "normalize_url",
     "open_store",
+    "probe_database",
     "reachable_tables",
     "read_history",
     "read_report",
@@ -188,6 +191,19 @@ def reachable_tables(store: LeaseStore, url: str) -> TableState:
         ) from None
 
 
+def probe_database(url: str, config: Config | None) -> dict[str, Any]:
+    """Connect to the database and look for the tables, creating nothing (``check
+    --connect``): ``reachable``, then ``tables`` (``present``, ``missing``, ``earlier``:
+    of an earlier version) or the one-line ``error``."""
+    with open_store(url, config, read_only=True) as store:
+        try:
+            state = reachable_tables(store, url)
+        except Failure as exc:
+            return {"reachable": False, "tables": None, "error": str(exc)}
+    tables = {TableState.CURRENT: "present", TableState.EARLIER: "earlier"}.get(state, "missing")
+    return {"reachable": True, "tables": tables, "error": None}
+
+
 def no_tables(url: str) -> str:
     return f"no cronlease tables yet in {redact(url)}: a replica or init-db creates them"
 
@@ -205,6 +221,24 @@ def connection(scheduler: Scheduler) -> dict[str, Any] | None:
         "error": scrub(state.error),
         "text": scrub(state.describe()),
     }
+
+
+def config_warnings(config: Config) -> list[dict[str, str]]:
+    """What a valid config holds that would fail at run time: a command whose program is
+    not on PATH, or not executable (of a shell command, the shell: its words are its own).
+    As seen from here: a replica's PATH and files may differ."""
+    warnings = []
+    for spec in config.tasks.values():
+        if spec.command is None:
+            continue
+        command = spec.function()
+        assert isinstance(command, CommandTask)  # what a command spec makes
+        problem = command.program_problem()
+        if problem is not None:
+            warnings.append(
+                {"file": str(config.path), "task": spec.name, "key": "command", "message": problem}
+            )
+    return warnings
 
 
 # --- tasks by name ----------------------------------------------------------------------

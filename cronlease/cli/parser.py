@@ -128,6 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"how many next fire times per task, 1 to {MAX_COUNT} (default {DEFAULT_COUNT}), "
         "each the wall time in the task's zone with its UTC offset",
     )
+    check.add_argument(
+        "--connect",
+        action="store_true",
+        help="also connect to the database and say whether the cronlease tables are there "
+        "(creating nothing); exit 1 if it cannot be reached. Without it, check reads the "
+        "config only",
+    )
     status = command(
         "status", cmd_status, "show every task's lease, state and last run", json_output=True
     )

@@ -232,6 +232,78 @@ def test_check_lists_tasks_with_schedule_ttl_and_next_fire_times(tmp_path: Path)
     assert not database.exists(), "check must not touch the database"
 
 
+def test_check_warns_of_a_program_it_cannot_run_and_connects_only_when_asked(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "leases.db"
+    (tmp_path / "script.sh").write_text("#!/bin/sh\n")  # not executable
+    write_config(
+        tmp_path,
+        f"sqlite:///{database}",
+        """
+        [tasks.backup]
+        command = "no-such-binary --now"
+        every = "1h"
+
+        [tasks.local]
+        command = "./script.sh"
+        every = "1h"
+
+        [tasks.piped]
+        command = "no-such-binary | cat"  # a shell's words are its own: not judged
+        shell = true
+        every = "1h"
+
+        [tasks.fine]
+        command = ["true"]
+        every = "1h"
+        """,
+    )
+    result = cli("check", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr  # a warning does not make the config invalid
+    warnings = result.stderr.splitlines()
+    assert len(warnings) == 2, result.stderr
+    assert warnings[0].startswith(
+        "cronlease: warning: cronlease.toml: task 'backup', command: program 'no-such-binary' "
+        "is not found on PATH ("
+    )
+    assert warnings[1].startswith(
+        "cronlease: warning: cronlease.toml: task 'local', command: program './script.sh' "
+        "is not an executable file ("
+    )
+    assert all("check exits 0" in line for line in warnings)
+    assert "OK, 4 task(s)" in result.stdout and ", 2 warning(s)" in result.stdout
+    assert "database: not connected" in result.stdout and "--connect" in result.stdout
+    assert not database.exists()
+
+    connected = cli("check", "--connect", cwd=tmp_path)
+    assert connected.returncode == 0, connected.stderr
+    assert "database: reachable; no cronlease tables yet" in connected.stdout
+    assert not database.exists(), "check --connect creates nothing"
+    assert cli("init-db", cwd=tmp_path).returncode == 0
+    present = cli_json("check", "--connect", cwd=tmp_path)
+    assert present["connection"] == {
+        "connected": True,
+        "reachable": True,
+        "tables": "present",
+        "error": None,
+    }
+    assert [(w["task"], w["key"]) for w in present["warnings"]] == [
+        ("backup", "command"),
+        ("local", "command"),
+    ]
+    assert cli_json("check", cwd=tmp_path)["connection"]["connected"] is False
+
+    down = ["--connect", "--database", "postgresql://nobody@127.0.0.1:9/none"]
+    unreachable = cli("check", *down, cwd=tmp_path)
+    assert unreachable.returncode == 1
+    assert unreachable.stdout.splitlines()[-1].startswith("database unreachable: ")
+    as_json = cli("check", *down, "--json", cwd=tmp_path)
+    assert (
+        as_json.returncode == 1 and json.loads(as_json.stdout)["connection"]["reachable"] is False
+    )
+
+
 def test_check_count_lists_real_local_times_in_text_and_json(tmp_path: Path) -> None:
     write_config(
         tmp_path,
