@@ -106,10 +106,10 @@ def _end_for_exit(runner: TickRunner, plan: ExitAfterStop) -> Deadline:
         names = sorted(commands)
         what = f"{len(names)} command{'' if len(names) == 1 else 's'} ({', '.join(names)})"
         if not killed and not deadline.wait(
-            lambda wait: runner.wait_ended(commands, wait), f"{what} to end after SIGTERM"
+            lambda wait: runner.wait_ended(commands, wait), f"{what} to exit on SIGTERM"
         ):
             terminate_running(_EXIT_REASON, kill=True)
-            logger.warning("shutdown: %s sent SIGKILL", what)
+            logger.warning("shutdown: sent SIGKILL to %s", what)
             killed = True
         if killed:  # the runs end as soon as their threads reap the commands: said ended
             runner.wait_ended(commands, _KILLED_SECONDS)

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from cronlease import ConfigFileError, Scheduler
+from cronlease._run.recording.recorder import Finisher
 from cronlease._run.stopping import Deadline, seconds_text
 from cronlease.cli.parser import build_parser
 from cronlease.cli.run import resolve_grace
 from cronlease.config import load_config
+from tests.support.procs import wait_for
 
 
 def test_the_default_grace_is_under_thirty_seconds(tmp_path: Path) -> None:
@@ -116,3 +118,19 @@ def test_a_wait_says_what_it_waited_for_in_words_and_a_short_one_says_nothing(
     assert re.fullmatch(rf"shutdown: waiting up to (5|4\.\d+) s {what}", waiting), waiting
     # three digits at most (before: "done after 0.000156 s")
     assert re.fullmatch(rf"shutdown: waited (\d{{3}} ms|\d\.\d\d s) {what}", waited), waited
+
+
+def test_a_finisher_with_nothing_left_to_write_gives_a_shutdown_nothing_to_wait_for() -> None:
+    """Before, a stop after the last write still joined the finisher thread, and a
+    hurried or spent deadline warned it gave up waiting for "the last outcomes"."""
+    recorded: list[list[int]] = []
+    finisher: Finisher[int] = Finisher(recorded.append)
+    finisher.started()
+    finisher.ended(1)
+    wait_for(lambda: recorded == [[1]], 5, "the run to be recorded")
+    # the write returned: once the finisher says it is done writing, nothing to join
+    wait_for(lambda: finisher.stop() is None, 5, "the finisher to have nothing to write")
+    finisher.started()
+    finisher.ended(2)  # a run that ends later starts it again, and is recorded
+    finisher.close()
+    assert recorded == [[1], [2]]

@@ -53,6 +53,8 @@ class Finisher(Generic[T]):
         self._running = 0
         self._thread: threading.Thread | None = None
         self._closed = False
+        #: a batch taken from the queue is being recorded
+        self._writing = False
 
     def started(self) -> None:
         """Count a dispatched run as going: the finisher waits for it before writing."""
@@ -103,18 +105,23 @@ class Finisher(Generic[T]):
                         break
                     self._changed.wait(remaining)
                 batch, self._queue = self._queue, []
+                self._writing = True
             try:
                 self._record(batch)
             except Exception:  # the thread must outlive any batch it records
                 logger.exception("unexpected error recording %d finished run(s)", len(batch))
+            finally:
+                with self._changed:
+                    self._writing = False
 
     def stop(self) -> threading.Thread | None:
         """Write what is queued, then stop the thread (started again if runs end later);
-        returns the thread, to be joined within the shutdown's deadline."""
+        returns the thread, to be joined within the shutdown's deadline — None when it
+        has nothing to write (it ends by itself: a shutdown has nothing to wait for)."""
         with self._changed:
             self._closed = True
             self._changed.notify_all()
-            return self._thread
+            return self._thread if self._queue or self._writing else None
 
     def close(self, timeout: float = 10.0) -> None:
         """:meth:`stop`, then wait up to ``timeout`` for the last write."""
