@@ -39,7 +39,7 @@ from cronlease._lease.database import (
     normalize_url,
     redact,
 )
-from cronlease._lease.model import RunRecord, check_task_name
+from cronlease._lease.model import check_task_name
 from cronlease._lease.names import normal_form
 from cronlease._lease.recovery import describe_error
 from cronlease._lease.settings import READER_POOL
@@ -48,9 +48,9 @@ from cronlease._lease.store import LeaseStore
 from cronlease._lease.table_state import TableState, missing_sqlite_file, table_state
 from cronlease._run.housekeeping.pruning import HOUSEKEEPING_TASK
 from cronlease._run.housekeeping.watcher import STUCK_WATCHER_TASK
-from cronlease._run.stopping import Deadline
+from cronlease._run.stopping import ExitAfterStop
 from cronlease._scheduler import Scheduler
-from cronlease._shell_task import CommandTask, terminate_running
+from cronlease._shell_task import CommandTask
 from cronlease._status import (
     DeclaredTask,
     RunStatus,
@@ -78,13 +78,16 @@ __all__ = [
     "command_line",
     "commands_named",
     "config_scheduler",
+    "config_warnings",
     "connection",
     "declared_tasks",
+    "exit_after_stop",
     "forget",
     "known_task",
     "no_tables",
     "normalize_url",
     "open_store",
+    "probe_database",
     "reachable_tables",
     "read_history",
     "read_report",
@@ -92,7 +95,6 @@ __all__ = [
     "redact",
     "require_tables",
     "set_paused",
-    "stop_remaining_runs",
     "stored_name",
     "tables_exist",
     "task_spec",
@@ -192,6 +194,19 @@ def reachable_tables(store: LeaseStore, url: str) -> TableState:
         ) from None
 
 
+def probe_database(url: str, config: Config | None) -> dict[str, Any]:
+    """Connect to the database and look for the tables, creating nothing (``check
+    --connect``): ``reachable``, then ``tables`` (``present``, ``missing``, ``earlier``:
+    of an earlier version) or the one-line ``error``."""
+    with open_store(url, config, read_only=True) as store:
+        try:
+            state = reachable_tables(store, url)
+        except Failure as exc:
+            return {"reachable": False, "tables": None, "error": str(exc)}
+    tables = {TableState.CURRENT: "present", TableState.EARLIER: "earlier"}.get(state, "missing")
+    return {"reachable": True, "tables": tables, "error": None}
+
+
 def no_tables(url: str) -> str:
     return (
         f"no cronlease tables yet in {redact(url)}: a replica or {command_line('init-db')} "
@@ -232,6 +247,24 @@ def connection(scheduler: Scheduler) -> dict[str, Any] | None:
         "error": scrub(state.error),
         "text": scrub(state.describe()),
     }
+
+
+def config_warnings(config: Config) -> list[dict[str, str]]:
+    """What a valid config holds that would fail at run time: a command whose program is
+    not on PATH, or not executable (of a shell command, the shell: its words are its own).
+    As seen from here: a replica's PATH and files may differ."""
+    warnings = []
+    for spec in config.tasks.values():
+        if spec.command is None:
+            continue
+        command = spec.function()
+        assert isinstance(command, CommandTask)  # what a command spec makes
+        problem = command.program_problem()
+        if problem is not None:
+            warnings.append(
+                {"file": str(config.path), "task": spec.name, "key": "command", "message": problem}
+            )
+    return warnings
 
 
 # --- tasks by name ----------------------------------------------------------------------
@@ -346,7 +379,7 @@ class Triggered:
 
     name: str
     outcome: str
-    run: RunRecord | None
+    run: RunStatus | None
 
 
 def trigger(
@@ -372,8 +405,9 @@ def trigger(
             outcome = scheduler.run_now(spec.name)
         if outcome is None:
             raise Failure(_why_not_acquired(scheduler.store, task.full_name))
+        scrub = Scrubber.of(scheduler.store)
         runs = [
-            run
+            RunStatus.of(run, scrub)
             for run in scheduler.store.history(task.full_name, 5)
             if run.manual and run.holder.startswith(scheduler.holder)
         ]
@@ -449,25 +483,9 @@ def _why_kept(store: LeaseStore, name: str) -> str:
     )
 
 
-def stop_remaining_runs(scheduler: Scheduler, seconds: float) -> None:
-    """The process exits next, and what still runs dies with it: record those runs
-    interrupted (their leases left to expire), terminate running commands and wait up to
-    ``seconds`` for them to end (SIGKILL then; at once after a second signal)."""
-    running = set(scheduler.runner.running)
-    if not running:
-        return
-    scheduler.runner.interrupt_running()
-    commands = {
-        task.full_name for task in scheduler.tasks.values() if isinstance(task.func, CommandTask)
-    } & running
-    if not commands:
-        return
-    deadline = Deadline(seconds, hurried=lambda: scheduler.hurried)
-    reason = "the replica shut down past its grace period"
-    terminate_running(reason, kill=deadline.hurried)
-    ended = deadline.wait(
-        lambda wait: scheduler.runner.wait_ended(commands, wait),
-        f"{len(commands)} command(s) to end after SIGTERM: {', '.join(sorted(commands))}",
-    )
-    if not ended:
-        terminate_running(reason, kill=True)
+def exit_after_stop(scheduler: Scheduler, seconds: float) -> None:
+    """The process exits once ``scheduler`` stopped, and what still runs then dies with it:
+    its stop records those runs interrupted (their leases left to expire), terminates
+    running commands and waits up to ``seconds`` for them to end (SIGKILL then; at once
+    after a second signal), before it says the replica stopped."""
+    scheduler.runner.exit_after_stop = ExitAfterStop(seconds, hurried=lambda: scheduler.hurried)

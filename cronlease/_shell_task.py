@@ -40,12 +40,14 @@ import logging
 import os
 import selectors
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from datetime import timezone
+from pathlib import Path
 
 from cronlease._safe_text import safe_text
 from cronlease._task import RunContext
@@ -125,6 +127,24 @@ class CommandTask:
 
     def __repr__(self) -> str:
         return f"CommandTask({self.name!r}, {self.display!r})"
+
+    def program_problem(self) -> str | None:
+        """Why the program would not start, as far as can be told without starting it:
+        not found on the PATH the run would have, or not an executable file; None if it
+        looks runnable (it may still fail: permissions of what it opens, a shell's words)."""
+        program = self.argv[0]
+        env = {**os.environ, **self.env}
+        if os.sep in program:  # a path: relative to the run's working directory
+            path = Path(self.cwd or os.getcwd(), program)
+            if not path.exists():
+                return f"program {program!r} does not exist ({path})"
+            if path.is_dir() or not os.access(path, os.X_OK):
+                return f"program {program!r} is not an executable file ({path})"
+            return None
+        search = os.pathsep.join(os.get_exec_path(env))
+        if shutil.which(program, path=search) is None:
+            return f"program {program!r} is not found on PATH ({search})"
+        return None
 
     def __call__(self, ctx: RunContext) -> None:
         env = {

@@ -25,8 +25,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
-from prometheus_client import make_asgi_app
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from cronlease import RunContext, Scheduler
 from cronlease.prometheus import instrument
@@ -65,12 +65,17 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 app = FastAPI(lifespan=lifespan)
 app.mount("/cronlease", asgi_app(scheduler))
-app.mount("/metrics", make_asgi_app())
 
 
 @app.get("/")
 async def index() -> dict[str, str]:
     return {"hello": "world", "status page": "/cronlease/"}
+
+
+@app.get("/metrics")
+def metrics() -> Response:
+    # a route, not a mount: a mounted app answers /metrics with a redirect to /metrics/
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
 @app.get("/healthz")

@@ -52,7 +52,7 @@ from cronlease._run.recording.recorder import Recorder
 from cronlease._run.replica_log.log_streaks import one_line_per_kind
 from cronlease._run.replica_log.outage import OutageLog
 from cronlease._run.replica_log.pulse import Pulse
-from cronlease._run.stopping import Deadline
+from cronlease._run.stopping import Deadline, ExitAfterStop
 from cronlease._run.timer.ticks import Decision, Tick
 from cronlease._run.workers.active import ActiveRun, ActiveRuns
 from cronlease._run.workers.execution import Ended, Execution
@@ -118,6 +118,9 @@ class TickRunner:
         #: and it is given back when the run ends
         self.workers = WorkerPool(max_workers)
         self._rationing = Rationing()
+        #: set when the process exits once the replica stopped (``cronlease run``): the
+        #: stop then ends the runs still going itself (cronlease/_run/lifecycle.py)
+        self.exit_after_stop: ExitAfterStop | None = None
 
     # --- schema -----------------------------------------------------------
 
@@ -397,9 +400,12 @@ class TickRunner:
         """Wait until none of the tasks ``names`` (full names) runs here; False at the timeout."""
         return self._active.wait_gone(names, timeout)
 
-    def interrupt_running(self) -> None:
-        """Record runs still executing as interrupted; keep their leases until they expire."""
-        self._recorder.interrupt(self._active.interrupt())
+    def interrupt_running(self) -> list[ActiveRun]:
+        """Record runs still executing as interrupted; keep their leases until they expire.
+        Returns those runs."""
+        runs = self._active.interrupt()
+        self._recorder.interrupt(runs)
+        return runs
 
     def close(self, deadline: Deadline | None = None) -> None:
         """Write what is queued (waiting for it within ``deadline``, default 10 s), stop

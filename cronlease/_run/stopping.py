@@ -18,13 +18,37 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
-__all__ = ["SLICE_SECONDS", "Deadline"]
+__all__ = ["SLICE_SECONDS", "Deadline", "ExitAfterStop", "seconds_text"]
 
 logger = logging.getLogger("cronlease")
 
 #: the longest a wait goes without looking at the hurry flag
 SLICE_SECONDS = 0.1
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration for a log line, three digits at most: ``0.16 ms``, ``66 ms``,
+    ``3.52 s``, ``24.6 s``, ``20 s``, ``125 s``."""
+    if seconds < 0.001:
+        return f"{seconds * 1000:.2g} ms"
+    if seconds < 0.9995:  # not "1000 ms"
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 1000:
+        return f"{seconds:.3g} s"
+    return f"{seconds:.0f} s"
+
+
+@dataclass(frozen=True)
+class ExitAfterStop:
+    """The process exits as soon as the replica stopped (``cronlease run``): runs still
+    going then die with it, so the stop itself records them ``interrupted``, terminates
+    their commands and waits up to ``command_seconds`` for those to end, before it says
+    the replica stopped. ``hurried``: a second signal (SIGKILL the commands at once)."""
+
+    command_seconds: float
+    hurried: Callable[[], bool] = lambda: False
 
 
 class Deadline:
@@ -47,36 +71,53 @@ class Deadline:
             return 0.0
         return max(0.0, self.end - time.monotonic())
 
-    def wait(self, done: Callable[[float], bool], what: str) -> bool:
+    def wait(self, done: Callable[[float], bool], what: str | Callable[[], str]) -> bool:
         """Wait until ``done(seconds)`` — which may block up to ``seconds`` — says True.
 
         Says what it waits for (INFO) if it has to wait at all, and why it
-        stopped (WARNING) if it gave up. True if done.
+        stopped (WARNING) if it gave up. True if done. ``what`` may be a callable,
+        asked each time it is said (what is left changes while it waits).
         """
+        said = what if callable(what) else lambda: what
         if done(0.0):
             return True
         started = time.monotonic()
-        left = self.remaining()
-        if left > 0:
-            logger.info("shutdown: waiting up to %.3g s for %s", left, what)
+        limit = self.remaining()
+        described = said()  # what the done line names: what was waited for
+        # a wait over within its first slice is not worth two lines (DEBUG)
+        announced = False
         while True:
             left = self.remaining()
             if left <= 0:
                 break
             if done(min(left, SLICE_SECONDS)):
-                logger.info("shutdown: %s done after %.3g s", what, time.monotonic() - started)
+                took = seconds_text(time.monotonic() - started)
+                level = logging.INFO if announced else logging.DEBUG
+                logger.log(level, "shutdown: waited %s for %s", took, described)
                 return True
+            if not announced:
+                described = said()
+                logger.info("shutdown: waiting up to %s for %s", seconds_text(limit), described)
+                announced = True
         waited = time.monotonic() - started
         if self._hurried():
             logger.warning(
-                "shutdown: stopped waiting for %s after %.3g s (asked again)", what, waited
+                "shutdown: stopped waiting for %s after %s (asked again)",
+                said(),
+                seconds_text(waited),
             )
-        else:
+        elif abs(waited - self.seconds) < SLICE_SECONDS:
             logger.warning(
-                "shutdown: gave up waiting for %s after %.3g s (the limit is %.3g s)",
-                what,
-                waited,
-                self.seconds,
+                "shutdown: gave up waiting for %s after %s, the shutdown's limit",
+                said(),
+                seconds_text(waited),
+            )
+        else:  # earlier waits of this shutdown took the rest
+            logger.warning(
+                "shutdown: gave up waiting for %s after %s (the shutdown's limit is %s)",
+                said(),
+                seconds_text(waited),
+                seconds_text(self.seconds),
             )
         return False
 

@@ -162,6 +162,8 @@ def _task_status(
     paused = row is not None and row.paused
     runs_next = task is not None and task.enabled and not paused
     upcoming = task.schedule.upcoming(now, 1) if task is not None and runs_next else []
+    running = row is not None and db_now is not None and row.held(db_now)
+    last_holder = holder_id(row.holder) if row is not None and acquired else None
     return TaskStatus(
         name=name,
         task=task.task if task is not None else name,
@@ -169,8 +171,10 @@ def _task_status(
         enabled=None if task is None else task.enabled,
         schedule=None if task is None else str(task.schedule),
         state="idle" if row is None else cast(TaskState, row.state(db_now)),
-        running=row is not None and db_now is not None and row.held(db_now),
-        holder=holder_id(row.holder) if row is not None and acquired else None,
+        running=running,
+        # a finished or expired lease's holder is history (its runs say who ran them)
+        holder=last_holder if running else None,
+        last_holder=last_holder,
         fence=row.fence if row is not None and acquired else None,
         last_slot=row.slot if row is not None and row.slot >= 0 else None,
         lease_expires_at=(

@@ -53,6 +53,7 @@ def task_json(task: TaskStatus) -> dict[str, Any]:
         "roles": list(task.roles),
         "no_live_replica": task.no_live_replica,
         "holder": task.holder,
+        "last_holder": task.last_holder,
         "fence": task.fence,
         "last_slot": task.last_slot,
         "last_slot_time": _time(task.last_slot_time),

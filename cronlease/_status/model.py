@@ -123,8 +123,10 @@ class TaskStatus:
 
     ``state`` is ``paused`` (the fleet-wide flag), else ``running`` while a
     run holds the lease, else ``idle``; ``running`` says whether a run holds
-    it, so a task paused during a run is both. ``holder`` and ``fence`` are
-    those of the last acquisition (None for a row a pause created). ``runs``
+    it, so a task paused during a run is both. ``holder`` is the replica whose
+    run holds the lease now (None while none does: an idle task has no holder);
+    ``last_holder`` and ``fence`` are those of the last acquisition (None for a
+    row a pause created). ``runs``
     are the latest runs read, newest first. ``abandoned`` counts the task's
     runs recorded ``abandoned`` (their holder stopped renewing the lease), all
     its history long; None when it was not read.
@@ -168,6 +170,8 @@ class TaskStatus:
     #: True when the live member rows were read and none has one of ``roles``: no
     #: replica runs this task now (False when it has no roles or they were not read)
     no_live_replica: bool = False
+    #: the replica of the last acquisition, running or not (default: ``holder``)
+    last_holder: str | None = None
     # (compare=False: a mapping would make the frozen value unhashable)
     skipped: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     failing: bool = field(init=False)
@@ -198,10 +202,14 @@ class TaskStatus:
             raise ValueError(f"state must be one of {sorted(_STATES)}, got {self.state!r}")
         if not self.declared == (self.schedule is not None) == (self.enabled is not None):
             raise ValueError("a declared task, and only one, has a schedule and an enabled flag")
-        if (self.holder is None) != (self.fence is None):
-            raise ValueError("a lease row has a holder exactly when it has a fence")
-        if self.running and self.holder is None:
-            raise ValueError("a running task has a holder")
+        if self.last_holder is None:
+            object.__setattr__(self, "last_holder", self.holder)
+        if (self.last_holder is None) != (self.fence is None):
+            raise ValueError("a lease row has a last holder exactly when it has a fence")
+        if (self.holder is not None) != self.running:
+            raise ValueError("a task has a holder exactly while a run holds its lease")
+        if self.holder is not None and self.holder != self.last_holder:
+            raise ValueError("the holder of a running task is its last holder")
         if (self.state == "running") != (self.running and self.state != "paused"):
             raise ValueError(f"state {self.state!r} contradicts running={self.running}")
         if self.next_fire is not None and (

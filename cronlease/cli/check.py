@@ -11,13 +11,14 @@ time shown exists in the zone, with the offset it has there.
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from cronlease._service import redact
+from cronlease._service import config_warnings, probe_database, redact
 from cronlease._status import format_duration, format_time, zone_of
 from cronlease._timing.schedule import slot_of
-from cronlease.cli.common import EXIT_OK, config_from_args, database_url
+from cronlease.cli.common import EXIT_FAILURE, EXIT_OK, config_from_args, database_url
 from cronlease.cli.output import print_json
 from cronlease.config import Config, TaskSpec
 
@@ -33,13 +34,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     assert config is not None
     url = database_url(args, config)
     model = describe(config, datetime.now(timezone.utc), args.count)
+    database: dict[str, Any] = {
+        "connected": False,
+        "reachable": None,
+        "tables": None,
+        "error": None,
+    }
+    if args.connect:
+        database = {"connected": True, **probe_database(url, config)}
+    code = EXIT_OK if database["reachable"] is not False else EXIT_FAILURE
     if args.json:
-        print_json({"config": str(config.path), "database": redact(url), **model})
-        return EXIT_OK
-    tasks = model["tasks"]
+        print_json(
+            {"config": str(config.path), "database": redact(url), **model, "connection": database}
+        )
+        return code
+    tasks, warnings = model["tasks"], model["warnings"]
     print(
         f"{config.path}: OK, {len(tasks)} task(s) on {redact(url)}"
         + (f", namespace {config.namespace!r}" if config.namespace else "")
+        + (f", {len(warnings)} warning(s)" if warnings else "")
     )
     for task in tasks:
         extras = [f"ttl {format_duration(task['lease_ttl'])}"]
@@ -58,7 +71,36 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"  {task['kind']}: {task['target']}")
         for fire in task["fires"]:
             print(f"  next: {fire['local']}")
-    return EXIT_OK
+    print()
+    print(_database_line(database))
+    for warning in warnings:
+        print(
+            f"cronlease: warning: {warning['file']}: task {warning['task']!r}, "
+            f"{warning['key']}: {warning['message']} (a warning: the config is valid, check "
+            "exits 0 for it)",
+            file=sys.stderr,
+        )
+    return code
+
+
+def _database_line(database: dict[str, Any]) -> str:
+    if not database["connected"]:
+        return (
+            "database: not connected (check reads the config only; give --connect to check "
+            "that the database is reachable and has the cronlease tables)"
+        )
+    if not database["reachable"]:  # "database unreachable: ...", "cannot connect ...", ...
+        error = str(database["error"])
+        return error if error.startswith("database") else f"database: {error}"
+    return (
+        "database: reachable; "
+        + {
+            "present": "the cronlease tables are present",
+            "missing": "no cronlease tables yet (a replica or init-db creates them)",
+            "earlier": "the cronlease tables are of an earlier version (a replica of this "
+            "version or init-db upgrades them)",
+        }[database["tables"]]
+    )
 
 
 def describe(config: Config, now: datetime, count: int) -> dict[str, Any]:
@@ -67,6 +109,7 @@ def describe(config: Config, now: datetime, count: int) -> dict[str, Any]:
         "namespace": config.namespace,
         "count": count,
         "tasks": [_describe_spec(config, spec, now, count) for spec in config.tasks.values()],
+        "warnings": config_warnings(config),
     }
 
 

@@ -20,9 +20,11 @@ has its history deleted: running the command again finishes the job.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from cronlease._service import forget
 from cronlease.cli.common import EXIT_OK, config_from_args, database_url
+from cronlease.cli.output import print_json
 
 __all__ = ["cmd_forget"]
 
@@ -31,8 +33,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config)
     name, had_row = forget(url, config, args.task, force=args.force)
-    if had_row:
-        print(f"forgot {name!r}: its lease row and its run history are deleted")
+    model: dict[str, Any] = {"task": name, "forgotten": True, "had_lease_row": had_row}
+    if args.json:
+        print_json(model)
+    elif model["had_lease_row"]:
+        print(f"forgot {model['task']!r}: its lease row and its run history are deleted")
     else:
-        print(f"forgot {name!r}: it had no lease row left; its run history is deleted")
+        print(f"forgot {model['task']!r}: it had no lease row left; its run history is deleted")
     return EXIT_OK

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from cronlease._service import (
     UsageError,
@@ -27,7 +28,7 @@ from cronlease._service import (
     task_spec,
     trigger,
 )
-from cronlease._status import format_duration, summarize_error
+from cronlease._status import format_duration, run_json
 from cronlease._timing.schedule import Schedule
 from cronlease.cli.common import (
     EXIT_FAILURE,
@@ -36,6 +37,7 @@ from cronlease.cli.common import (
     config_from_args,
     database_url,
 )
+from cronlease.cli.output import print_json
 from cronlease.config import local_timezone, translate_crontab
 from cronlease.web import serve
 
@@ -54,10 +56,13 @@ def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
     config = config_from_args(args, required=False, import_calls=False)
     url = database_url(args, config)
     name = set_paused(url, config, args.task, paused=paused)
-    if paused:
-        print(f"paused {name!r} on every replica (a run in progress finishes)")
+    model: dict[str, Any] = {"task": name, "paused": paused}
+    if args.json:
+        print_json(model)
+    elif model["paused"]:
+        print(f"paused {model['task']!r} on every replica (a run in progress finishes)")
     else:
-        print(f"resumed {name!r} on every replica")
+        print(f"resumed {model['task']!r} on every replica")
     return EXIT_OK
 
 
@@ -67,13 +72,24 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     spec = task_spec(config, args.task)
     url = database_url(args, config)
     done = trigger(url, config, spec, running=_interrupt_on_sigterm())
-    run = done.run
-    duration = f" in {format_duration(run.duration)}" if run and run.duration is not None else ""
-    fence = f" (fence {run.fence})" if run else ""
-    print(f"{done.name}: {done.outcome}{duration}{fence}")
-    if done.outcome != "succeeded":
-        if run and run.error:
-            print(summarize_error(run.error), file=sys.stderr)
+    model: dict[str, Any] = {
+        "task": done.name,
+        "outcome": done.outcome,
+        "run": None if done.run is None else run_json(done.run),
+    }
+    failed = model["outcome"] != "succeeded"
+    if args.json:
+        print_json(model)
+        return EXIT_FAILURE if failed else EXIT_OK
+    run = model["run"]
+    duration = ""
+    if run is not None and run["duration"] is not None:
+        duration = f" in {format_duration(run['duration'])}"
+    fence = f" (fence {run['fence']})" if run is not None else ""
+    print(f"{model['task']}: {model['outcome']}{duration}{fence}")
+    if failed:
+        if run is not None and run["error_summary"]:
+            print(run["error_summary"], file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
 
@@ -100,7 +116,11 @@ def cmd_init_db(args: argparse.Namespace) -> int:
     url = database_url(args, config, fallback=True)
     with open_store(url, config) as store:
         require_tables(store, url)
-    print(f"cronlease tables are ready on {redact(url)}")
+    model: dict[str, Any] = {"database": redact(url), "tables": "ready"}
+    if args.json:
+        print_json(model)
+    else:
+        print(f"cronlease tables are {model['tables']} on {model['database']}")
     return EXIT_OK
 
 

@@ -187,6 +187,13 @@ def build_parser(
         help=f"how many next fire times per task, 1 to {MAX_COUNT} (default {DEFAULT_COUNT}), "
         "each the wall time in the task's zone with its UTC offset",
     )
+    check.add_argument(
+        "--connect",
+        action="store_true",
+        help="also connect to the database and say whether the cronlease tables are there "
+        "(creating nothing); exit 1 if it cannot be reached. Without it, check reads the "
+        "config only",
+    )
     status = command(
         "status", cmd_status, "show every task's lease, state and last run", json_output=True
     )
@@ -213,14 +220,22 @@ def build_parser(
     history.add_argument(
         "--limit", type=_positive_int, default=20, metavar="N", help="how many runs (default 20)"
     )
-    pause = command("pause", cmd_pause, "pause a task on every replica (running runs finish)")
+    pause = command(
+        "pause",
+        cmd_pause,
+        "pause a task on every replica (running runs finish)",
+        json_output=True,
+    )
     pause.add_argument("task", metavar="TASK")
-    resume = command("resume", cmd_resume, "resume a paused task on every replica")
+    resume = command(
+        "resume", cmd_resume, "resume a paused task on every replica", json_output=True
+    )
     resume.add_argument("task", metavar="TASK")
     trigger = command(
         "trigger",
         cmd_trigger,
         "run a task once now, here, through its lease (refused while a run is in progress)",
+        json_output=True,
     )
     trigger.add_argument("task", metavar="TASK")
     forget = command(
@@ -228,6 +243,7 @@ def build_parser(
         cmd_forget,
         "delete an orphaned task's lease row and its run history (refused while a run "
         "holds its lease)",
+        json_output=True,
     )
     forget.add_argument("task", metavar="TASK")
     forget.add_argument(
@@ -236,7 +252,12 @@ def build_parser(
         help=f"forget a task {source} still declares (its next tick makes a new row, "
         "from a fresh slot cursor)",
     )
-    command("init-db", cmd_init_db, "create the cronlease tables if they are missing")
+    command(
+        "init-db",
+        cmd_init_db,
+        "create the cronlease tables if they are missing",
+        json_output=True,
+    )
     web = command("web", cmd_web, "serve the read-only status page (default on 127.0.0.1 only)")
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     web.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0: any free)")

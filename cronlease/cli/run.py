@@ -9,7 +9,7 @@ import threading
 from types import FrameType
 
 from cronlease._scheduler import DEFAULT_SHUTDOWN_GRACE
-from cronlease._service import UsageError, config_scheduler, stop_remaining_runs
+from cronlease._service import UsageError, config_scheduler, exit_after_stop
 from cronlease.cli.common import (
     DISABLED_ENV,
     EXIT_OK,
@@ -66,10 +66,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             spec.add_to(scheduler)
     if not specs:
         logger.warning("%s declares no enabled task: this replica has nothing to run", config.path)
+    exit_after_stop(scheduler, for_commands)
     try:
         scheduler.run_forever()
     finally:
-        stop_remaining_runs(scheduler, for_commands)
         scheduler.store.dispose()
     return EXIT_OK
 

@@ -124,7 +124,8 @@ def test_json_has_the_same_data(scheduler: Scheduler, task_name: str) -> None:
     assert [t["name"] for t in data["tasks"]] == [t["name"] for t in data2["tasks"]]
     tasks = {task["name"]: task for task in data["tasks"]}
     ok, bad, paused = tasks[task_name], tasks[f"{task_name}-bad"], tasks[f"{task_name}-paused"]
-    assert ok["state"] == "idle" and ok["holder"] == scheduler.holder and ok["fence"] == 1
+    assert ok["state"] == "idle" and ok["holder"] is None and ok["fence"] == 1
+    assert ok["last_holder"] == scheduler.holder  # no run holds the lease: no holder now
     assert [run["outcome"] for run in ok["runs"]] == ["succeeded"]
     assert ok["runs"][0]["duration"] is not None and ok["last_success_at"] is not None
     assert bad["runs"][0]["outcome"] == "failed" and XSS in bad["runs"][0]["error"]

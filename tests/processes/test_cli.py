@@ -232,6 +232,78 @@ def test_check_lists_tasks_with_schedule_ttl_and_next_fire_times(tmp_path: Path)
     assert not database.exists(), "check must not touch the database"
 
 
+def test_check_warns_of_a_program_it_cannot_run_and_connects_only_when_asked(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "leases.db"
+    (tmp_path / "script.sh").write_text("#!/bin/sh\n")  # not executable
+    write_config(
+        tmp_path,
+        f"sqlite:///{database}",
+        """
+        [tasks.backup]
+        command = "no-such-binary --now"
+        every = "1h"
+
+        [tasks.local]
+        command = "./script.sh"
+        every = "1h"
+
+        [tasks.piped]
+        command = "no-such-binary | cat"  # a shell's words are its own: not judged
+        shell = true
+        every = "1h"
+
+        [tasks.fine]
+        command = ["true"]
+        every = "1h"
+        """,
+    )
+    result = cli("check", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr  # a warning does not make the config invalid
+    warnings = result.stderr.splitlines()
+    assert len(warnings) == 2, result.stderr
+    assert warnings[0].startswith(
+        "cronlease: warning: cronlease.toml: task 'backup', command: program 'no-such-binary' "
+        "is not found on PATH ("
+    )
+    assert warnings[1].startswith(
+        "cronlease: warning: cronlease.toml: task 'local', command: program './script.sh' "
+        "is not an executable file ("
+    )
+    assert all("check exits 0" in line for line in warnings)
+    assert "OK, 4 task(s)" in result.stdout and ", 2 warning(s)" in result.stdout
+    assert "database: not connected" in result.stdout and "--connect" in result.stdout
+    assert not database.exists()
+
+    connected = cli("check", "--connect", cwd=tmp_path)
+    assert connected.returncode == 0, connected.stderr
+    assert "database: reachable; no cronlease tables yet" in connected.stdout
+    assert not database.exists(), "check --connect creates nothing"
+    assert cli("init-db", cwd=tmp_path).returncode == 0
+    present = cli_json("check", "--connect", cwd=tmp_path)
+    assert present["connection"] == {
+        "connected": True,
+        "reachable": True,
+        "tables": "present",
+        "error": None,
+    }
+    assert [(w["task"], w["key"]) for w in present["warnings"]] == [
+        ("backup", "command"),
+        ("local", "command"),
+    ]
+    assert cli_json("check", cwd=tmp_path)["connection"]["connected"] is False
+
+    down = ["--connect", "--database", "postgresql://nobody@127.0.0.1:9/none"]
+    unreachable = cli("check", *down, cwd=tmp_path)
+    assert unreachable.returncode == 1
+    assert unreachable.stdout.splitlines()[-1].startswith("database unreachable: ")
+    as_json = cli("check", *down, "--json", cwd=tmp_path)
+    assert (
+        as_json.returncode == 1 and json.loads(as_json.stdout)["connection"]["reachable"] is False
+    )
+
+
 def test_check_count_lists_real_local_times_in_text_and_json(tmp_path: Path) -> None:
     write_config(
         tmp_path,
@@ -419,6 +491,52 @@ def test_trigger_runs_once_and_is_refused_while_a_run_is_in_progress(
     assert cli("resume", name, "--database", url, cwd=elsewhere).returncode == 0
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_verb_that_prints_a_result_has_json_of_the_model_its_text_formats(
+    backend: str, tmp_path: Path, namespace: str
+) -> None:
+    url = url_for(backend, tmp_path)
+    write_config(
+        tmp_path,
+        url,
+        """
+        [tasks.ok]
+        command = "true"
+        cron = "0 0 1 1 *"
+
+        [tasks.bad]
+        command = "sh -c 'echo broken >&2; exit 3'"
+        cron = "0 0 1 1 *"
+        """,
+        namespace,
+    )
+    name = f"{namespace}:ok"
+    assert cli_json("init-db", cwd=tmp_path) == {"database": url, "tables": "ready"}
+    assert cli("init-db", cwd=tmp_path).stdout == f"cronlease tables are ready on {url}\n"
+    assert cli_json("pause", "ok", cwd=tmp_path) == {"task": name, "paused": True}
+    assert cli("pause", "ok", cwd=tmp_path).stdout.startswith(f"paused {name!r} on every")
+    assert cli_json("resume", "ok", cwd=tmp_path) == {"task": name, "paused": False}
+    assert cli("resume", "ok", cwd=tmp_path).stdout == f"resumed {name!r} on every replica\n"
+
+    done = cli_json("trigger", "ok", cwd=tmp_path)
+    assert done["task"] == name and done["outcome"] == "succeeded"
+    (stored,) = cli_json("history", "ok", cwd=tmp_path)
+    assert done["run"] == stored  # the run as history shows it
+    text = cli("trigger", "ok", cwd=tmp_path)
+    assert re.fullmatch(rf"{name}: succeeded in \S+ \(fence \d+\)\n", text.stdout), text.stdout
+
+    failed = cli("trigger", "bad", "--json", cwd=tmp_path)
+    assert failed.returncode == 1
+    model = json.loads(failed.stdout)
+    assert model["outcome"] == "failed" and "status 3" in model["run"]["error_summary"]
+
+    assert cli_json("forget", "ok", "--force", cwd=tmp_path) == {
+        "task": name,
+        "forgotten": True,
+        "had_lease_row": True,
+    }
+
+
 # --- stopping --------------------------------------------------------------------------
 
 
@@ -468,6 +586,55 @@ def test_sigterm_past_the_grace_records_the_run_interrupted_and_kills_it(
     assert task["last_run"]["outcome"] == "interrupted"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sigterm_during_a_command_logs_one_shutdown_story_in_order_agreeing_with_history(
+    backend: str, tmp_path: Path, namespace: str, replicas: list[Replica]
+) -> None:
+    pidfile = tmp_path / "pid"
+    write_config(
+        tmp_path,
+        url_for(backend, tmp_path),
+        f"""
+        [tasks.backup]
+        command = "sh -c 'echo $$ > {pidfile}; exec sleep 30'"
+        every = 1
+        """,
+        namespace,
+    )
+    # 2 s: 1.6 s for the run to end, then 0.4 s for its command to end after SIGTERM
+    replica = Replica("run", "--grace", "2", cwd=tmp_path)
+    replicas.append(replica)
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 20, "the command")
+    pid = int(pidfile.read_text())
+    replica.process.send_signal(signal.SIGTERM)
+    assert replica.wait(timeout=20) == 0, replica.output
+    assert process_gone(pid), "the command outlived the replica"
+
+    lines = replica.lines[
+        next(i for i, line in enumerate(replica.lines) if "received SIGTERM" in line) :
+    ]
+    task = rf"{namespace}:backup"
+    story = [
+        r"received SIGTERM, shutting down",
+        rf"shutdown: waiting up to 1\.[56]\d* s for 1 run in progress \({task}\) to end$",
+        rf"shutdown: gave up waiting for 1 run in progress \({task}\) to end after 1\.\d+ s",
+        r"the replica stops past its grace period: terminating the process group",
+        rf"{task}: interrupted by shutdown after \d+(\.\d+)? s \(recorded; its lease is "
+        r"released\), tick \S+ replica=\S+ fence=1 attempt=1$",
+        r"cronlease replica \S+ stopped$",
+    ]
+    found = iter(lines)  # each in order, each after the one before
+    for pattern in story:
+        assert any(re.search(pattern, line) for line in found), (pattern, "\n".join(lines))
+    assert re.search(story[-1], lines[-1]), "\n".join(lines)  # nothing said after it
+    said = "\n".join(lines)
+    for contradiction in ("failed", "keeps renewing", "still running after shutdown"):
+        assert contradiction not in said, said
+    (run,) = cli_json("history", "backup", cwd=tmp_path)
+    assert run["outcome"] == "interrupted" and run["fence"] == 1
+
+
 def never_ending_task(folder: Path, book: Path, grace: str) -> str:
     """A config whose one task is a Python call that never returns (nothing can stop it)."""
     module = f"forever_{uuid.uuid4().hex[:8]}"
@@ -506,8 +673,9 @@ def test_sigterm_with_a_task_that_never_ends_exits_within_the_configured_grace(
     # every wait is bounded by the 3 s grace (a generous allowance here for a loaded machine;
     # before, the run alone was waited for 25 s and then 10 s more)
     assert replica.wait(timeout=3 + 12) == 0, replica.output
-    replica.wait_for_log(r"shutdown: waiting up to [23][.\d]* s for 1 running task")
-    replica.wait_for_log(r"shutdown: gave up waiting for 1 running task")
+    replica.wait_for_log(r"shutdown: waiting up to [23][.\d]* s for 1 run in progress \(forever\)")
+    replica.wait_for_log(r"shutdown: gave up waiting for 1 run in progress \(forever\) to end")
+    replica.wait_for_log(r"forever: interrupted by shutdown after .* it ends with the process")
     (run,) = cli_json("history", "forever", cwd=tmp_path)
     assert run["outcome"] == "interrupted" and run["slot"] == int(ledger(book)[0][0])
 
@@ -522,7 +690,7 @@ def test_a_second_sigterm_stops_the_waiting_at_once(
     replicas.append(replica)
     wait_for(lambda: len(ledger(book)) == 1, 30, "a run to start")
     replica.process.send_signal(signal.SIGTERM)
-    replica.wait_for_log("shutdown: waiting up to .* for 1 running task")
+    replica.wait_for_log(r"shutdown: waiting up to .* for 1 run in progress \(forever\)")
     assert replica.process.poll() is None  # it waits: the grace is ten minutes
     replica.process.send_signal(signal.SIGTERM)
     assert replica.wait(timeout=20) == 0, replica.output

@@ -3,16 +3,21 @@ deadline that a second signal ends."""
 
 from __future__ import annotations
 
+import logging
+import re
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from cronlease import ConfigFileError, Scheduler
-from cronlease._run.stopping import Deadline
+from cronlease._run.recording.recorder import Finisher
+from cronlease._run.stopping import Deadline, seconds_text
 from cronlease.cli.parser import build_parser
 from cronlease.cli.run import resolve_grace
 from cronlease.config import load_config
+from tests.support.procs import wait_for
 
 
 def test_the_default_grace_is_under_thirty_seconds(tmp_path: Path) -> None:
@@ -75,3 +80,57 @@ def test_a_hurried_deadline_ends_the_wait_in_progress() -> None:
 
     assert deadline.wait(never_done, "something that never ends") is False
     assert calls == 3 and deadline.remaining() == 0.0
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.000156, "0.16 ms"),
+        (0.0659, "66 ms"),
+        (0.9999, "1 s"),
+        (3.523, "3.52 s"),
+        (20.0, "20 s"),
+        (24.604, "24.6 s"),
+        (125.4, "125 s"),
+    ],
+)
+def test_shutdown_durations_read_to_three_digits(seconds: float, text: str) -> None:
+    assert seconds_text(seconds) == text
+
+
+def test_a_wait_says_what_it_waited_for_in_words_and_a_short_one_says_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    deadline = Deadline(5.0)
+    caplog.set_level(logging.INFO, logger="cronlease")
+    quick = threading.Thread(target=lambda: None)
+    quick.start()
+    assert deadline.join(quick, "the last outcomes to be written")
+    assert caplog.messages == []  # over at once: not worth two INFO lines
+
+    release = threading.Event()
+    slow = threading.Thread(target=lambda: release.wait(5))
+    slow.start()
+    threading.Timer(0.3, release.set).start()
+    assert deadline.join(slow, "the last outcomes to be written")
+    waiting, waited = caplog.messages
+    what = "for the last outcomes to be written"
+    assert re.fullmatch(rf"shutdown: waiting up to (5|4\.\d+) s {what}", waiting), waiting
+    # three digits at most (before: "done after 0.000156 s")
+    assert re.fullmatch(rf"shutdown: waited (\d{{3}} ms|\d\.\d\d s) {what}", waited), waited
+
+
+def test_a_finisher_with_nothing_left_to_write_gives_a_shutdown_nothing_to_wait_for() -> None:
+    """Before, a stop after the last write still joined the finisher thread, and a
+    hurried or spent deadline warned it gave up waiting for "the last outcomes"."""
+    recorded: list[list[int]] = []
+    finisher: Finisher[int] = Finisher(recorded.append)
+    finisher.started()
+    finisher.ended(1)
+    wait_for(lambda: recorded == [[1]], 5, "the run to be recorded")
+    # the write returned: once the finisher says it is done writing, nothing to join
+    wait_for(lambda: finisher.stop() is None, 5, "the finisher to have nothing to write")
+    finisher.started()
+    finisher.ended(2)  # a run that ends later starts it again, and is recorded
+    finisher.close()
+    assert recorded == [[1], [2]]

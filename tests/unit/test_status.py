@@ -301,7 +301,7 @@ def test_abandoned_runs_are_counted_per_task_orphans_included_when_read() -> Non
 
 
 @pytest.mark.parametrize(
-    ("row", "state", "running", "holder"),
+    ("row", "state", "running", "last_holder"),
     [
         (None, "idle", False, None),
         (lease("t", expires_in=5), "running", True, "web-1:42:abc123"),
@@ -313,13 +313,15 @@ def test_abandoned_runs_are_counted_per_task_orphans_included_when_read() -> Non
     ids=["no-row", "held", "expired", "paused", "paused-during-a-run", "row-made-by-pause"],
 )
 def test_state_is_derived_from_the_lease_row_on_the_database_clock(
-    row: LeaseInfo | None, state: str, running: bool, holder: str | None
+    row: LeaseInfo | None, state: str, running: bool, last_holder: str | None
 ) -> None:
     status = one([row] if row else [], DeclaredTask(name="t", schedule=EVERY_10S))
-    assert (status.state, status.running, status.holder) == (state, running, holder)
+    assert (status.state, status.running, status.last_holder) == (state, running, last_holder)
+    # a holder only while a run holds the lease: a finished or expired one's is history
+    assert status.holder == (last_holder if running else None)
     assert status.paused == (state == "paused")
-    assert (status.fence is None) == (holder is None)
-    assert (status.lease_expires_in is None) == (holder is None)
+    assert (status.fence is None) == (last_holder is None)
+    assert (status.lease_expires_in is None) == (last_holder is None)
 
 
 def test_a_task_shows_its_schedule_next_fire_time_and_runs() -> None:
@@ -524,6 +526,8 @@ def test_json_writes_every_time_the_same_way() -> None:
     assert task["lease_expires_at"] == "2025-03-01T12:00:04.450Z"
     assert task["next_fire_time"] == "2025-03-01T12:00:10.000Z"
     assert task["holder"] == "web-1:42:abc123" and task["state"] == "running"
+    # an expired lease has no holder, only the last one
+    assert orphan["holder"] is None and orphan["last_holder"] == "web-1:42:abc123"
     run = task["last_run"]
     assert run == task["runs"][0]
     assert run["started_at"] == "2025-03-01T11:59:47.750Z"

@@ -27,8 +27,8 @@ from cronlease._events import EventBus, RunFinished
 from cronlease._lease.model import FinishRequest, Outcome
 from cronlease._lease.store import LeaseStore
 from cronlease._run.replica_log.failure_lines import FailureLines, Finished
-from cronlease._run.replica_log.run_lines import log_finished
-from cronlease._run.workers.active import ActiveRun, ActiveRuns
+from cronlease._run.replica_log.run_lines import log_finished, log_interrupted
+from cronlease._run.workers.active import SHUTDOWN_ERROR, ActiveRun, ActiveRuns
 from cronlease._run.workers.execution import Ended
 from cronlease._stats import Stats
 from cronlease.errors import RowRefused, StoreError
@@ -53,6 +53,8 @@ class Finisher(Generic[T]):
         self._running = 0
         self._thread: threading.Thread | None = None
         self._closed = False
+        #: a batch taken from the queue is being recorded
+        self._writing = False
 
     def started(self) -> None:
         """Count a dispatched run as going: the finisher waits for it before writing."""
@@ -103,18 +105,23 @@ class Finisher(Generic[T]):
                         break
                     self._changed.wait(remaining)
                 batch, self._queue = self._queue, []
+                self._writing = True
             try:
                 self._record(batch)
             except Exception:  # the thread must outlive any batch it records
                 logger.exception("unexpected error recording %d finished run(s)", len(batch))
+            finally:
+                with self._changed:
+                    self._writing = False
 
     def stop(self) -> threading.Thread | None:
         """Write what is queued, then stop the thread (started again if runs end later);
-        returns the thread, to be joined within the shutdown's deadline."""
+        returns the thread, to be joined within the shutdown's deadline — None when it
+        has nothing to write (it ends by itself: a shutdown has nothing to wait for)."""
         with self._changed:
             self._closed = True
             self._changed.notify_all()
-            return self._thread
+            return self._thread if self._queue or self._writing else None
 
     def close(self, timeout: float = 10.0) -> None:
         """:meth:`stop`, then wait up to ``timeout`` for the last write."""
@@ -187,7 +194,10 @@ class Recorder:
         report = self._events.wants(RunFinished)
         for entry in batch:
             lease = entry.run.lease
-            log_finished(entry.run.task, lease, entry.outcome, entry.duration)
+            if entry.run.recorded_as == "interrupted":
+                log_interrupted(entry.run.task, lease, entry.duration, ended=True)
+            else:
+                log_finished(entry.run.task, lease, entry.outcome, entry.duration)
             if report:
                 self._events.emit(
                     RunFinished(
@@ -237,15 +247,8 @@ class Recorder:
         return {}
 
     def interrupt(self, runs: Sequence[ActiveRun]) -> None:
-        """Shutdown: record runs still executing as interrupted; keep their leases."""
-        for run in runs:
-            logger.warning(
-                "%s (slot %s) still running at shutdown: recorded as interrupted; "
-                "its lease expires in at most %.3g s",
-                run.task.full_name,
-                run.lease.slot,
-                run.lease.ttl,
-            )
+        """Shutdown: record runs still executing as interrupted; keep their leases. Each
+        is said once, by whoever sees it end (run_lines.log_interrupted)."""
         if not runs:
             return
         self._stats.add("runs_interrupted", len(runs))
@@ -255,7 +258,7 @@ class Recorder:
                     FinishRequest.of(
                         run.lease,
                         "interrupted",
-                        "the scheduler shut down while the run was in progress",
+                        SHUTDOWN_ERROR,
                         release=False,
                     )
                     for run in runs

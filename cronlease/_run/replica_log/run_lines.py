@@ -18,10 +18,11 @@ from typing import Any
 
 from cronlease._lease.model import Lease, Outcome
 from cronlease._lease.runs import holder_id
+from cronlease._run.stopping import seconds_text
 from cronlease._task import Task
 from cronlease._timing.schedule import time_of_slot, zone_of
 
-__all__ = ["log_finished", "log_started", "run_fields", "scheduled_text"]
+__all__ = ["log_finished", "log_interrupted", "log_started", "run_fields", "scheduled_text"]
 
 logger = logging.getLogger("cronlease")
 
@@ -68,4 +69,26 @@ def log_finished(task: Task, lease: Lease, outcome: Outcome, duration: float) ->
     fields["cronlease_duration"] = round(duration, 3)
     logger.info(
         "%s: %s in %.3f s, %s", task.full_name, outcome, duration, _what(fields), extra=fields
+    )
+
+
+def log_interrupted(task: Task, lease: Lease, duration: float, *, ended: bool) -> None:
+    """The finished line of a run the replica's stop recorded ``interrupted`` (history
+    says so): ``ended``, its task has returned (a command the stop terminated), else the
+    process exits without it and its lease, no longer renewed, expires by itself."""
+    fields = run_fields(task, lease)
+    fields["cronlease_outcome"] = "interrupted"
+    fields["cronlease_duration"] = round(duration, 3)
+    after = (
+        "its lease is released"
+        if ended
+        else f"it ends with the process; its lease expires within {seconds_text(lease.ttl)}"
+    )
+    logger.warning(
+        "%s: interrupted by shutdown after %s (recorded; %s), %s",
+        task.full_name,
+        seconds_text(duration),
+        after,
+        _what(fields),
+        extra=fields,
     )

@@ -20,7 +20,10 @@ from cronlease._run.workers.heartbeat import Heartbeats
 from cronlease._stats import Stats
 from cronlease._task import Liveness, Task
 
-__all__ = ["ActiveRun", "ActiveRuns"]
+__all__ = ["SHUTDOWN_ERROR", "ActiveRun", "ActiveRuns"]
+
+#: the error of a run recorded ``interrupted`` because the replica stopped during it
+SHUTDOWN_ERROR = "the scheduler shut down while the run was in progress"
 
 
 @dataclass(eq=False)

@@ -33,7 +33,7 @@ from typing import Any
 from cronlease._events import EventBus, RunStarted
 from cronlease._lease.model import Outcome
 from cronlease._run.replica_log.run_lines import log_started, scheduled_text
-from cronlease._run.workers.active import ActiveRun, ActiveRuns
+from cronlease._run.workers.active import SHUTDOWN_ERROR, ActiveRun, ActiveRuns
 from cronlease._run.workers.watchdog import Watchdog
 from cronlease._shell_task import STDERR_TAIL_HEADER, CommandTask
 from cronlease._task import RunContext, Task
@@ -112,7 +112,11 @@ class Execution:
             logger.warning("%s: tick %s timed out: %s", task.full_name, scheduled, exc)
         except Exception as exc:
             outcome = "failed"
-            if isinstance(exc, CommandError) and isinstance(task.func, CommandTask):
+            if run.recorded_as == "interrupted":
+                # the shutdown recorded the run and then stopped its command: this end is
+                # that stop, said once with the interruption (run_lines.log_interrupted)
+                error = str(exc)
+            elif isinstance(exc, CommandError) and isinstance(task.func, CommandTask):
                 # its message is the whole story (status, stderr tail): cronlease's own
                 # frames would only hide "exited with status 3" in history and logs
                 error = str(exc)
@@ -136,6 +140,8 @@ class Execution:
                 outcome = "timed_out"
                 error = f"returned after {took:.3f} s, past its timeout of {task.timeout} s; "
                 error += summary
+            elif recorded == "interrupted":
+                outcome, error = "interrupted", SHUTDOWN_ERROR
             elif run.liveness.lost:
                 summary = f"the task {outcome}" + (f": {error}" if error else "")
                 outcome, error = "lost", f"lease lost during the run; {summary}"
