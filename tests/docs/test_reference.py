@@ -5,6 +5,9 @@ Python API, Events or Errors page."""
 from __future__ import annotations
 
 import argparse
+import re
+
+import pytest
 
 import cronlease
 import cronlease.errors
@@ -43,3 +46,20 @@ def test_every_export_is_in_the_api_reference() -> None:
         and f"::: cronlease.{name}\n" not in pages
     ]
     assert not missing, f"not in the API reference: {missing}"
+
+
+def test_each_usage_block_is_the_parsers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's ``usage:`` blocks are argparse's own text (at 80 columns): a flag
+    added to the parser and not to the page fails here, not in a reader's shell."""
+    monkeypatch.setenv("COLUMNS", "80")
+    page = (REFERENCE / "cli.md").read_text(encoding="utf-8")
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    blocks = dict(re.findall(r"```text\n(usage: cronlease ([\w-]+) .*?)\n```", page, re.S))
+    shown = {verb: usage for usage, verb in blocks.items()}
+    assert set(shown) == set(commands.choices), "a command without its usage block"
+    stale = [
+        verb
+        for verb, sub in commands.choices.items()
+        if shown[verb] != sub.format_usage().rstrip("\n")
+    ]
+    assert not stale, f"docs/reference/cli.md: usage of {stale} differs from the parser's"
