@@ -426,7 +426,8 @@ def test_two_replicas_run_each_slot_once_and_pause_resume_fleet_wide(
     assert task["name"] == f"{namespace}:tick" and task["schedule"] == "every 1s"
     assert task["state"] == "idle" and not task["paused"]  # leases are released on shutdown
     assert task["last_slot"] == max(ran) and task["last_run"]["slot"] == max(ran)
-    assert task["last_run"]["outcome"] == "succeeded" and task["holder"] in holders
+    assert task["last_run"]["outcome"] == "succeeded" and task["last_holder"] in holders
+    assert task["holder"] is None  # no run holds the lease: HOLDER is empty
     assert task["fence"] == max(fences.values())
     assert task["next_fire_time"] is not None
 
