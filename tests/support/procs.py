@@ -10,13 +10,21 @@ lines: :meth:`Proc.expect` waits for the next line (with a deadline),
 SIGKILL. Every stdout line read is kept in :attr:`Proc.output`; stderr goes to
 a file, read with :meth:`Proc.stderr`. :func:`wait_for` polls any condition
 with a deadline.
+
+A ``-m`` module whose start no environment variable or prefix changes is forked
+from this test worker's fork server (``tests/support/zygote.py``: the same
+process, less the interpreter start and imports); ``CRONLEASE_TEST_EXEC=1``
+starts every process with ``subprocess`` instead.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,14 +46,18 @@ class Proc:
     ) -> None:
         """``prefix``: a command that execs Python (``ip netns exec NAME``)."""
         self.stderr_file = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives with the process)
-        self.popen = subprocess.Popen(
+        full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+        forked = None
+        if not prefix and forkable(args, full_env):
+            forked = _zygote_start(args, full_env, self.stderr_file)
+        self.popen: subprocess.Popen[str] | Forked = forked or subprocess.Popen(
             [*prefix, sys.executable, *args],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr_file,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+            env=full_env,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.output: list[str] = []  # every stdout line expect() has read, in order
@@ -119,6 +131,132 @@ class Proc:
         if self.popen.poll() is None:
             self.popen.kill()
             self.popen.wait(timeout=10)
+
+
+#: variables a fresh interpreter reads at its start (or the dynamic loader does):
+#: a child forked from an interpreter already started would not honour them
+_STARTUP = ("LD_", "PYTHON", "FAKETIME", "DONT_FAKE", "MALLOC")
+
+
+def forkable(args: tuple[str, ...], env: dict[str, str]) -> bool:
+    """Whether ``python ARGS`` with ``env`` can come from the fork server."""
+    if os.environ.get("CRONLEASE_TEST_EXEC") or len(args) < 2 or args[0] != "-m":
+        return False
+    differs = {k for k in env.keys() ^ os.environ.keys()} | {
+        k for k in env.keys() & os.environ.keys() if env[k] != os.environ[k]
+    }
+    return not any(k.startswith(_STARTUP) and k != "PYTHONPATH" for k in differs)
+
+
+class Forked:
+    """The part of :class:`subprocess.Popen` tests use, for a child of the fork server."""
+
+    def __init__(self, args: list[str], conn: socket.socket, pid: int, stdin: int, stdout: int):
+        self.args = args
+        self.pid = pid
+        self.returncode: int | None = None
+        self._conn = conn
+        self.stdin = open(stdin, "w", encoding="utf-8", errors="surrogateescape")  # noqa: SIM115
+        self.stdout = open(stdout, encoding="utf-8", errors="surrogateescape")  # noqa: SIM115
+
+    def _collect(self, timeout: float | None) -> int | None:
+        if self.returncode is None:
+            self._conn.settimeout(timeout)
+            try:
+                packet = self._conn.recv(64)
+            except (BlockingIOError, TimeoutError):
+                return None
+            # an empty packet: the server died; its child may live on, unwaitable
+            self.returncode = int(packet.split()[1]) if packet else -signal.SIGKILL
+            self._conn.close()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self._collect(0.0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._collect(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        return code
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:  # as Popen: never a pid that may have been reused
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class _Zygote:
+    """This test worker's fork server, started at its first use."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.TemporaryDirectory(prefix="cronlease-zygote-")
+        self.path = os.path.join(self.dir.name, "socket")
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.zygote", self.path],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert self.popen.stdout is not None
+        if self.popen.stdout.readline() != b"ready\n":
+            raise RuntimeError("the fork server did not start")
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        if self.popen.poll() is None:
+            assert self.popen.stdin is not None
+            self.popen.stdin.close()  # its end: it exits at EOF
+            try:
+                self.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self.dir.cleanup()
+
+    def start(self, args: tuple[str, ...], env: dict[str, str], stderr: int) -> Forked:
+        child_in, our_in = os.pipe()
+        our_out, child_out = os.pipe()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            conn.connect(self.path)
+            request = {"module": args[1], "args": list(args[2:]), "cwd": str(ROOT), "env": env}
+            socket.send_fds(conn, [json.dumps(request).encode()], [child_in, child_out, stderr])
+            conn.settimeout(30)
+            answer = conn.recv(64)
+        except BaseException:
+            conn.close()
+            os.close(our_in)
+            os.close(our_out)
+            raise
+        finally:  # the child has its own copies now, or never will
+            os.close(child_in)
+            os.close(child_out)
+        if not answer.startswith(b"pid "):
+            conn.close()
+            os.close(our_in)
+            os.close(our_out)
+            raise RuntimeError(f"the fork server answered {answer!r}")
+        return Forked([sys.executable, *args], conn, int(answer.split()[1]), our_in, our_out)
+
+
+_zygote: _Zygote | None = None
+_zygote_lock = threading.Lock()
+
+
+def _zygote_start(args: tuple[str, ...], env: dict[str, str], stderr_file: object) -> Forked:
+    global _zygote
+    with _zygote_lock:
+        if _zygote is None or _zygote.popen.poll() is not None:
+            _zygote = _Zygote()
+        zygote = _zygote
+    return zygote.start(args, env, stderr_file.fileno())  # type: ignore[attr-defined]
 
 
 def process_gone(pid: int) -> bool:
