@@ -22,22 +22,16 @@ from django.core.management.base import BaseCommand
 
 from cronlease.cli import EXIT_USAGE, Preset, main
 from cronlease.cli.output import print_error
+from cronlease.cli.parser import COMMANDS as CLI_COMMANDS
 from cronlease.cli.parser import build_parser
 from cronlease.contrib.django._database import WHERE
 from cronlease.contrib.django._replica import PROG, declared_config, get_scheduler
 from cronlease.errors import ConfigError
 
-COMMANDS = (
-    "run",
-    "check",
-    "status",
-    "history",
-    "pause",
-    "resume",
-    "trigger",
-    "forget",
-    "init-db",
-)
+#: the CLI's commands less two: ``web`` (the project's own server serves the admin pages,
+#: behind its login) and ``import-crontab`` (it writes a cronlease.toml, which a Django
+#: project does not read)
+COMMANDS = tuple(name for name in CLI_COMMANDS if name not in ("web", "import-crontab"))
 #: options that ``manage.py`` itself reads (ManagementUtility has applied them)
 _DJANGO_OPTIONS = ("--settings", "--pythonpath")
 
