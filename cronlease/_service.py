@@ -22,11 +22,13 @@ can be read.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -203,6 +205,18 @@ def probe_database(url: str, config: Config | None) -> dict[str, Any]:
             state = reachable_tables(store, url)
         except Failure as exc:
             return {"reachable": False, "tables": None, "error": str(exc)}
+        if state is TableState.NO_FILE:
+            # not opened (that would create it): whether a replica could create it
+            folder = Path(str(store.engine.url.database)).absolute().parent
+            if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+                problem = "does not exist" if not folder.exists() else "is not writable"
+                return {
+                    "reachable": False,
+                    "tables": None,
+                    "error": f"cannot create the SQLite file {redact(url)}: its folder "
+                    f"{folder} {problem}",
+                }
+            return {"reachable": True, "tables": "no file", "error": None}
     tables = {TableState.CURRENT: "present", TableState.EARLIER: "earlier"}.get(state, "missing")
     return {"reachable": True, "tables": tables, "error": None}
 

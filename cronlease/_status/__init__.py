@@ -17,7 +17,7 @@ The surfaces read a report and format it; none derives a value of its own.
 from __future__ import annotations
 
 # the page shows these red; the outcome table decides, the read model passes it on
-from cronlease._lease.outcomes import BAD_OUTCOMES
+from cronlease._lease.outcomes import BAD_OUTCOMES, FINAL_OUTCOMES
 from cronlease._status.build import Snapshot, build_report, read_snapshot, read_status
 from cronlease._status.encode import health_json, report_json, run_json, task_json
 from cronlease._status.model import (
@@ -55,6 +55,7 @@ from cronlease._status.text import (
 __all__ = [
     "BAD_OUTCOMES",
     "FAILURE_OUTCOMES",
+    "FINAL_OUTCOMES",
     "MIN_SCRUBBED_PASSWORD",
     "RECENT_OUTCOMES",
     "DeclaredTask",

@@ -15,7 +15,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from cronlease._service import config_warnings, probe_database, redact
+from cronlease._service import command_line, config_warnings, probe_database, redact
 from cronlease._status import format_duration, format_time, zone_of
 from cronlease._timing.schedule import slot_of
 from cronlease.cli.common import EXIT_FAILURE, EXIT_OK, config_from_args, database_url
@@ -92,15 +92,16 @@ def _database_line(database: dict[str, Any]) -> str:
     if not database["reachable"]:  # "database unreachable: ...", "cannot connect ...", ...
         error = str(database["error"])
         return error if error.startswith("database") else f"database: {error}"
-    return (
-        "database: reachable; "
-        + {
-            "present": "the cronlease tables are present",
-            "missing": "no cronlease tables yet (a replica or init-db creates them)",
-            "earlier": "the cronlease tables are of an earlier version (a replica of this "
-            "version or init-db upgrades them)",
-        }[database["tables"]]
-    )
+    init_db = command_line("init-db")
+    return {
+        "present": "database: reachable; the cronlease tables are present",
+        "missing": f"database: reachable; no cronlease tables yet (a replica or {init_db} "
+        "creates them)",
+        "earlier": "database: reachable; the cronlease tables are of an earlier version (a "
+        f"replica of this version or {init_db} upgrades them)",
+        "no file": "database: the SQLite file does not exist yet (a replica or "
+        f"{init_db} creates it, with the tables)",
+    }[database["tables"]]
 
 
 def describe(config: Config, now: datetime, count: int) -> dict[str, Any]:

@@ -200,8 +200,8 @@ def build_parser(
     status.add_argument(
         "--check",
         action="store_true",
-        help="exit 1 if a declared task is overdue past its grace or the database is "
-        "unreachable (a health probe)",
+        help="exit 1 if a declared task is failing (its last alert_after runs failed) or "
+        "overdue past its grace, or the database is unreachable (a health probe)",
     )
     status.add_argument(
         "-o",

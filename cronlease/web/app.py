@@ -275,15 +275,18 @@ class StatusPage:
                 token = new_token()
                 extra.append(set_cookie(token, base, secure))
         notice = None
-        if has_notice(headers) and method == "GET":  # shown once: a HEAD shows nothing
-            notice = notice_of(headers)
+        if has_notice(headers, secure) and method == "GET":  # shown once: a HEAD shows nothing
+            notice = notice_of(headers, secure)
             extra.append(clear_notice(base, secure))
         json_url, refresh = f"{base}{JSON_PATH}", self.refresh
         if path == TASK_PATH:
             name = params.get("name", [""])[0]
             data, task = self._task_data(name)
-            if task is None:
-                return plain(404, f"Not Found: no task {name!r}", actions=self.actions)
+            if task is None:  # the notice ends here too: it must not show on a later page
+                code, answer, text = plain(
+                    404, f"Not Found: no task {name!r}", actions=self.actions
+                )
+                return code, [*answer, *extra], text
             page = render_task(
                 data,
                 task,

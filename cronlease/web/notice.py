@@ -16,9 +16,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-__all__ = ["NOTICE_COOKIE", "Notice", "clear_notice", "has_notice", "notice_of", "set_notice"]
+from cronlease._status import FINAL_OUTCOMES
+
+__all__ = [
+    "HOST_NOTICE_COOKIE",
+    "NOTICE_COOKIE",
+    "Notice",
+    "clear_notice",
+    "has_notice",
+    "notice_of",
+    "set_notice",
+]
 
 NOTICE_COOKIE = "cronlease_notice"
+#: over HTTPS, pinned as the CSRF cookie is (actions.py): ``Secure``, ``Path=/``, no
+#: ``Domain``, so neither a sibling subdomain nor a plain-HTTP answer can plant one
+HOST_NOTICE_COOKIE = "__Host-cronlease_notice"
 #: seconds the notice waits for the page read after the redirect
 NOTICE_AGE = 60
 _CODE = re.compile(r"(run|pause|resume)\.([a-z_-]{1,24})")
@@ -62,11 +75,19 @@ class Notice:
 def _known(action: str, result: str) -> bool:
     if not _CODE.fullmatch(f"{action}.{result}"):
         return False
-    return result in _WORDS or (result.startswith(_ENDED) and len(result) > len(_ENDED))
+    if result.startswith(_ENDED):  # an outcome a run can end with, no other word
+        return action == "run" and result[len(_ENDED) :] in FINAL_OUTCOMES
+    return result in _WORDS
+
+
+def _name(secure: bool) -> str:
+    return HOST_NOTICE_COOKIE if secure else NOTICE_COOKIE
 
 
 def _attributes(base: str, secure: bool) -> str:
-    return f"Path={base}/; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")
+    if secure:  # __Host-: Secure, Path=/ and no Domain, or the browser drops it
+        return "Path=/; Secure; HttpOnly; SameSite=Strict"
+    return f"Path={base}/; HttpOnly; SameSite=Strict"
 
 
 def set_notice(notice: Notice, base: str, secure: bool) -> tuple[str, str]:
@@ -75,22 +96,22 @@ def set_notice(notice: Notice, base: str, secure: bool) -> tuple[str, str]:
         raise ValueError(f"no such notice: {notice.action}.{notice.result}")
     value = f"{notice.action}.{notice.result}.{quote(notice.task, safe='')}"
     attributes = _attributes(base, secure)
-    return ("Set-Cookie", f"{NOTICE_COOKIE}={value}; Max-Age={NOTICE_AGE}; {attributes}")
+    return ("Set-Cookie", f"{_name(secure)}={value}; Max-Age={NOTICE_AGE}; {attributes}")
 
 
 def clear_notice(base: str, secure: bool) -> tuple[str, str]:
     """The header that ends the notice once a page showed it."""
-    return ("Set-Cookie", f"{NOTICE_COOKIE}=; Max-Age=0; {_attributes(base, secure)}")
+    return ("Set-Cookie", f"{_name(secure)}=; Max-Age=0; {_attributes(base, secure)}")
 
 
-def has_notice(headers: Mapping[str, str]) -> bool:
+def has_notice(headers: Mapping[str, str], secure: bool) -> bool:
     """Whether the request carries a notice cookie (shown or not, it is cleared)."""
-    return _cookie(headers) is not None
+    return _cookie(headers, secure) is not None
 
 
-def notice_of(headers: Mapping[str, str]) -> Notice | None:
+def notice_of(headers: Mapping[str, str], secure: bool) -> Notice | None:
     """The request's notice, None when it has none (or one this page did not write)."""
-    value = _cookie(headers)
+    value = _cookie(headers, secure)
     if not value:
         return None
     action, _, rest = value.partition(".")
@@ -100,9 +121,10 @@ def notice_of(headers: Mapping[str, str]) -> Notice | None:
     return Notice(action, result, unquote(task, errors="replace"))
 
 
-def _cookie(headers: Mapping[str, str]) -> str | None:
+def _cookie(headers: Mapping[str, str], secure: bool) -> str | None:
+    name = _name(secure)
     for pair in headers.get("cookie", "").split(";"):
         key, sep, value = pair.strip().partition("=")
-        if sep and key.strip() == NOTICE_COOKIE:
+        if sep and key.strip() == name:
             return value.strip()
     return None

@@ -220,6 +220,16 @@ def test_a_notice_says_what_each_action_did_once(scheduler: Scheduler, task_name
             client.cookies.set("cronlease_notice", "pause.drop.x")
             forged = client.get("/")
             assert notice(forged) is None and "cronlease_notice=;" in forged.headers["set-cookie"]
+            # an ended run names an outcome a run can have, and only for run now
+            for planted in ("run.ended-hacked.x", "pause.ended-failed.x", "run.ended-.x"):
+                client.cookies.set("cronlease_notice", planted)
+                assert notice(client.get("/")) is None, planted
+            client.cookies.set("cronlease_notice", "run.ended-timed_out.x")
+            assert notice(client.get("/")) == "bad: x: run finished: timed out"
+            # a task page that is not there ends the notice too: no later page shows it
+            client.cookies.set("cronlease_notice", f"pause.paused.{task_name}")
+            gone = client.get("/task", params={"name": "no-such-task"})
+            assert gone.status_code == 404 and "cronlease_notice=;" in gone.headers["set-cookie"]
     finally:
         release.set()
     wait_for(lambda: not scheduler.running_tasks, 10, "the slow run's end")

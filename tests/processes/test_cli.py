@@ -278,8 +278,16 @@ def test_check_warns_of_a_program_it_cannot_run_and_connects_only_when_asked(
 
     connected = cli("check", "--connect", cwd=tmp_path)
     assert connected.returncode == 0, connected.stderr
-    assert "database: reachable; no cronlease tables yet" in connected.stdout
+    assert "database: the SQLite file does not exist yet" in connected.stdout
+    assert "cronlease init-db creates it" in connected.stdout
     assert not database.exists(), "check --connect creates nothing"
+    nowhere = ["--connect", "--database", f"sqlite:///{tmp_path}/no/such/folder/x.db"]
+    uncreatable = cli("check", *nowhere, cwd=tmp_path)
+    assert uncreatable.returncode == 1, uncreatable.stdout  # no replica could create it
+    assert uncreatable.stdout.splitlines()[-1] == (
+        f"database: cannot create the SQLite file sqlite:///{tmp_path}/no/such/folder/x.db: "
+        f"its folder {tmp_path}/no/such/folder does not exist"
+    )
     assert cli("init-db", cwd=tmp_path).returncode == 0
     present = cli_json("check", "--connect", cwd=tmp_path)
     assert present["connection"] == {

@@ -11,6 +11,7 @@ joins non-daemon threads and runs ``atexit`` as an interpreter does.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 
@@ -73,10 +74,11 @@ def test_a_signal_ends_a_child_and_its_status_says_which(mode: str, signum: int)
         proc.kill()
 
 
-def test_what_a_fresh_interpreter_reads_at_its_start_is_not_forked() -> None:
-    import os
-
+def test_what_a_fresh_interpreter_reads_at_its_start_is_not_forked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CRONLEASE_TEST_EXEC", raising=False)
     assert procs.forkable(("-m", "x"), dict(os.environ))
-    for name in ("LD_PRELOAD", "FAKETIME", "PYTHONHASHSEED"):
+    for name in ("LD_PRELOAD", "FAKETIME", "PYTHONHASHSEED", "LC_ALL"):
         assert not procs.forkable(("-m", "x"), {name: "1"})
     assert not procs.forkable(("-c", "pass"), {})

@@ -135,15 +135,18 @@ class Proc:
 
 #: variables a fresh interpreter reads at its start (or the dynamic loader does):
 #: a child forked from an interpreter already started would not honour them
-_STARTUP = ("LD_", "PYTHON", "FAKETIME", "DONT_FAKE", "MALLOC")
+_STARTUP = ("LD_", "PYTHON", "FAKETIME", "DONT_FAKE", "MALLOC", "LANG", "LC_")
+#: the environment the fork server starts with, whenever it starts (a test may have
+#: changed os.environ by then): children whose start-up variables differ are exec'd
+_SERVER_ENV = dict(os.environ)
 
 
 def forkable(args: tuple[str, ...], env: dict[str, str]) -> bool:
     """Whether ``python ARGS`` with ``env`` can come from the fork server."""
     if os.environ.get("CRONLEASE_TEST_EXEC") or len(args) < 2 or args[0] != "-m":
         return False
-    differs = {k for k in env.keys() ^ os.environ.keys()} | {
-        k for k in env.keys() & os.environ.keys() if env[k] != os.environ[k]
+    differs = {k for k in env.keys() ^ _SERVER_ENV.keys()} | {
+        k for k in env.keys() & _SERVER_ENV.keys() if env[k] != _SERVER_ENV[k]
     }
     return not any(k.startswith(_STARTUP) and k != "PYTHONPATH" for k in differs)
 
@@ -202,7 +205,7 @@ class _Zygote:
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**_SERVER_ENV, "PYTHONPATH": str(ROOT)},
         )
         assert self.popen.stdout is not None
         if self.popen.stdout.readline() != b"ready\n":

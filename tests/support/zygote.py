@@ -13,7 +13,13 @@ would; when the module returns, the interpreter exits the usual way (non-daemon
 threads joined, ``atexit`` run, streams flushed, ``SystemExit`` codes kept).
 
 The server stays single-threaded, so no lock is held by another thread at a
-fork. Protocol, over a ``SOCK_SEQPACKET`` Unix socket, one connection a child:
+fork. One thing the children share that separately started interpreters would
+not: the string hash seed (``PYTHONHASHSEED``'s random default), so a set of
+strings iterates in the same order in each. cronlease's choices never depend on
+``hash()`` (rendezvous and jitter use their own digests); a test of something that
+did would have to set ``CRONLEASE_TEST_EXEC=1``.
+
+Protocol, over a ``SOCK_SEQPACKET`` Unix socket, one connection a child:
 the request is one JSON packet ``{"module", "args", "cwd", "env"}`` carrying
 three file descriptors (stdin, stdout, stderr); the server answers ``pid N``,
 and ``exit N`` when the child has ended (N as ``Popen.returncode``: negative

@@ -109,10 +109,20 @@ def test_a_wait_says_what_it_waited_for_in_words_and_a_short_one_says_nothing(
     assert caplog.messages == []  # over at once: not worth two INFO lines
 
     release = threading.Event()
+
+    class ReleaseWhenSaid(logging.Handler):  # the thread ends once the wait has said so
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waiting up to" in record.getMessage():
+                release.set()
+
     slow = threading.Thread(target=lambda: release.wait(5))
     slow.start()
-    threading.Timer(0.3, release.set).start()
-    assert deadline.join(slow, "the last outcomes to be written")
+    said = ReleaseWhenSaid()
+    logging.getLogger("cronlease").addHandler(said)
+    try:
+        assert deadline.join(slow, "the last outcomes to be written")
+    finally:
+        logging.getLogger("cronlease").removeHandler(said)
     waiting, waited = caplog.messages
     what = "for the last outcomes to be written"
     assert re.fullmatch(rf"shutdown: waiting up to (5|4\.\d+) s {what}", waiting), waiting

@@ -177,12 +177,15 @@ class Recorder:
         for outcome, count in counted.items():
             self._stats.add(f"runs_{outcome}", count)
         failures: dict[Ended, StoreError] = {}
+        unreleased: set[int] = set()  # id() of the interrupted runs whose release failed
         try:
             failures = self._finish([entry for entry in batch if not entry.run.interrupted])
             for entry in batch:
                 try:
                     if entry.run.interrupted:
+                        unreleased.add(id(entry))
                         self._store.release(entry.run.lease)
+                        unreleased.discard(id(entry))
                     elif entry in failures:
                         raise failures[entry]
                 except StoreError as exc:
@@ -195,7 +198,13 @@ class Recorder:
         for entry in batch:
             lease = entry.run.lease
             if entry.run.recorded_as == "interrupted":
-                log_interrupted(entry.run.task, lease, entry.duration, ended=True)
+                log_interrupted(
+                    entry.run.task,
+                    lease,
+                    entry.duration,
+                    ended=True,
+                    released=id(entry) not in unreleased,
+                )
             else:
                 log_finished(entry.run.task, lease, entry.outcome, entry.duration)
             if report:

@@ -72,18 +72,21 @@ def log_finished(task: Task, lease: Lease, outcome: Outcome, duration: float) ->
     )
 
 
-def log_interrupted(task: Task, lease: Lease, duration: float, *, ended: bool) -> None:
+def log_interrupted(
+    task: Task, lease: Lease, duration: float, *, ended: bool, released: bool = False
+) -> None:
     """The finished line of a run the replica's stop recorded ``interrupted`` (history
-    says so): ``ended``, its task has returned (a command the stop terminated), else the
-    process exits without it and its lease, no longer renewed, expires by itself."""
+    says so): ``ended``, its task has returned (a command the stop terminated), and
+    ``released``, its lease was released (a failed release was said just before); else
+    its lease, no longer renewed, expires by itself."""
     fields = run_fields(task, lease)
     fields["cronlease_outcome"] = "interrupted"
     fields["cronlease_duration"] = round(duration, 3)
-    after = (
-        "its lease is released"
-        if ended
-        else f"it ends with the process; its lease expires within {seconds_text(lease.ttl)}"
-    )
+    expires = f"its lease expires within {seconds_text(lease.ttl)}"
+    if ended:
+        after = "its lease is released" if released else expires
+    else:
+        after = f"it ends with the process; {expires}"
     logger.warning(
         "%s: interrupted by shutdown after %s (recorded; %s), %s",
         task.full_name,
