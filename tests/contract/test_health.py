@@ -87,7 +87,15 @@ def test_housekeeping_prunes_old_history_of_its_own_tasks(db_url: str, task_name
     housekeeping = scheduler._tasks[f"{task_name}:{HOUSEKEEPING_TASK}"]
     assert HOUSEKEEPING_TASK not in scheduler.tasks  # not a user task
     with scheduler, other:
-        wait_for(lambda: len(scheduler.store.history(f"{task_name}:ticker", 50)) >= 4, 20, "runs")
+        # both schedulers' tasks: the other one started after, and may be a tick behind
+        wait_for(
+            lambda: (
+                len(scheduler.store.history(f"{task_name}:ticker", 50)) >= 4
+                and len(other.store.history(f"{task_name}-other", 50)) >= 4
+            ),
+            20,
+            "four runs of each task",
+        )
         now = datetime.now(timezone.utc)
         assert scheduler.runner.run_tick(housekeeping, now, catch_up=True) == "succeeded"
         remaining = scheduler.store.history(f"{task_name}:ticker", 50)
