@@ -71,8 +71,11 @@ def test_three_replicas_per_pool_mode_run_every_slot_once(
         codes = [replica.terminate() for replica in replicas]
     logs = {proc.popen.pid: proc.stderr() for proc in replicas}
     assert codes == [0] * len(replicas), {pid: log[-2000:] for pid, log in logs.items()}
-    trouble = {pid: TROUBLE.findall(log) and log[-3000:] for pid, log in logs.items()}
-    assert not any(trouble.values()), {pid: text for pid, text in trouble.items() if text}
+    trouble = {
+        pid: [line for line in log.splitlines() if TROUBLE.match(line)]
+        for pid, log in logs.items()
+    }
+    assert not any(trouble.values()), {pid: lines for pid, lines in trouble.items() if lines}
     rows = [(t, s) for t, s, _ in ledger.rows_like(direct, f"{task_name}-")]
     for mode in pgbouncer.MODES:
         by_task: dict[str, list[int]] = defaultdict(list)
