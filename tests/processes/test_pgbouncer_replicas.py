@@ -72,8 +72,7 @@ def test_three_replicas_per_pool_mode_run_every_slot_once(
     logs = {proc.popen.pid: proc.stderr() for proc in replicas}
     assert codes == [0] * len(replicas), {pid: log[-2000:] for pid, log in logs.items()}
     trouble = {
-        pid: [line for line in log.splitlines() if TROUBLE.match(line)]
-        for pid, log in logs.items()
+        pid: [line for line in log.splitlines() if TROUBLE.match(line)] for pid, log in logs.items()
     }
     assert not any(trouble.values()), {pid: lines for pid, lines in trouble.items() if lines}
     rows = [(t, s) for t, s, _ in ledger.rows_like(direct, f"{task_name}-")]
