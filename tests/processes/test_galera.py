@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -65,6 +67,13 @@ def left(deadline: float) -> float:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[galera.Cluster]:
     skip_or_fail("galera", galera.problem())
+    # a temporary table file of another server in the shared /tmp (the machine's MariaDB
+    # keeps its #sql* files there, as the user our nodes run as): no node of ours may
+    # delete it when it starts
+    neighbours = Path(tempfile.gettempdir()) / f"#sql-cronlease-probe-{os.urandom(4).hex()}.MAI"
+    neighbours.write_bytes(b"")
+    if galera.USER:  # the machine's server's own: in the sticky /tmp, the nodes' user's
+        shutil.chown(neighbours, galera.USER, galera.USER)
     made = galera.Cluster()
     try:
         started = time.monotonic()
@@ -76,7 +85,10 @@ def cluster() -> Iterator[galera.Cluster]:
         yield made
     finally:
         made.cleanup()
+        survived = neighbours.exists()
+        neighbours.unlink(missing_ok=True)
     assert not made.root.exists()
+    assert survived, "a node deleted another server's temporary table file in /tmp"
 
 
 def create_ledger(node: galera.Node, table: str) -> None:

@@ -86,6 +86,17 @@ class Cluster:
             for i in range(size)
         ]
         self.address = "gcomm://" + ",".join(f"127.0.0.1:{n.group_port}" for n in self.nodes)
+        # A server deletes the #sql* files of its tmpdir when it starts (its own leftovers,
+        # it assumes): with the default, /tmp, each node's start deleted the temporary
+        # tables the machine's MariaDB was using for a multi-table UPDATE of another test
+        # ("Error on delete of '/tmp/#sql-update-...'", once a crash of that server).
+        for node in self.nodes:
+            self.tmpdir(node).mkdir()
+            if USER:
+                shutil.chown(self.tmpdir(node), USER, USER)
+
+    def tmpdir(self, node: Node) -> Path:
+        return self.root / f"node{node.index}.tmp"
 
     # --- files ---------------------------------------------------------------
 
@@ -98,6 +109,7 @@ class Cluster:
         path.write_text(
             "[mariadbd]\n"
             f"datadir={node.data}\n"
+            f"tmpdir={self.tmpdir(node)}\n"
             f"socket={self.root}/node{node.index}.sock\n"
             f"pid-file={self.root}/node{node.index}.pid\n"
             f"log-error={self.log_of(node)}\n"
@@ -142,6 +154,7 @@ class Cluster:
                 INSTALL_DB,
                 "--no-defaults",
                 f"--datadir={first.data}",
+                f"--tmpdir={self.tmpdir(first)}",
                 *([f"--user={USER}"] if USER else []),
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
