@@ -50,6 +50,15 @@ def django_url(backend: str, tmp_path: Path) -> str:
     return databases.postgres_database() if backend == "postgresql" else url
 
 
+def python(
+    cwd: Path, env: dict[str, str], *argv: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` in the project: a real ``manage.py`` or a support script."""
+    return subprocess.run(
+        [sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_two_manage_py_cronlease_runs_run_every_tick_once(
     backend: str, tmp_path: Path, task_name: str
@@ -129,14 +138,7 @@ def test_manage_py_cronlease_lists_the_commands_it_runs_and_hints_at_them(
     env = project_env(tmp_path, url, task_name)
 
     def manage_py(*words: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, str(manage), *words],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return python(tmp_path, env, str(manage), *words)
 
     shown = manage_py("cronlease", "--help")
     assert shown.returncode == 0, shown.stderr
@@ -164,14 +166,8 @@ def test_manage_py_cronlease_steers_the_settings_tasks_on_the_settings_database(
     manage = write_project(tmp_path, url)
     ledger.setup(url)  # the task's side effect, for trigger to succeed
     env = project_env(tmp_path, url, task_name)
-    init = subprocess.run(  # one real manage.py that writes; the rest through call_command
-        [sys.executable, str(manage), "cronlease", "init-db"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # one real manage.py that writes; the rest through call_command
+    init = python(tmp_path, env, str(manage), "cronlease", "init-db")
     assert init.returncode == 0, init.stderr
     assert "cronlease tables are ready" in init.stdout
     steps = [
@@ -186,14 +182,7 @@ def test_manage_py_cronlease_steers_the_settings_tasks_on_the_settings_database(
         ["status", "--database", url],
         ["import-crontab", "-"],
     ]
-    ran = subprocess.run(
-        [sys.executable, "-m", "tests.support.django_commands", *map(json.dumps, steps)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    ran = python(tmp_path, env, "-m", "tests.support.django_commands", *map(json.dumps, steps))
     assert ran.returncode == 0, ran.stderr
     (
         paused,
@@ -251,16 +240,12 @@ def test_a_plain_django_setup_and_manage_py_check_write_nothing(
         "request_started.send(sender=WSGIHandler)\n"
         "print(scheduler.running)\n"
     )
-    setup = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
+    setup = python(tmp_path, env, "-c", script)
     assert setup.returncode == 0, setup.stderr
     declared, running = setup.stdout.split()
     assert declared == repr([task_name])  # declared from ledgerapp/tasks.py
     assert running == "False"
-    check = subprocess.run(
-        [sys.executable, str(manage), "check"], cwd=tmp_path, env=env, capture_output=True
-    )
+    check = python(tmp_path, env, str(manage), "check")
     assert check.returncode == 0, check.stderr
     engine = create_engine(url)
     try:
@@ -276,25 +261,12 @@ def test_a_settings_mistake_exits_2_naming_the_setting_task_and_key(
     bad = 'CRONLEASE = {"TASKS": {"nightly": {"call": "ledgerapp.tasks:attach", "every": "5q"}}}\n'
     manage = write_project(tmp_path, url, bad)
     env = project_env(tmp_path, url, task_name)
-    result = subprocess.run(
-        [sys.executable, str(manage), "cronlease", "run"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = python(tmp_path, env, str(manage), "cronlease", "run", timeout=60)
     assert result.returncode == 2, result.stderr
     assert "settings.CRONLEASE: task 'nightly', key 'every':" in result.stderr
     assert "Traceback" not in result.stderr
     assert not Path(url.removeprefix("sqlite:///")).exists()  # started nothing
-    check = subprocess.run(
-        [sys.executable, str(manage), "check"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    check = python(tmp_path, env, str(manage), "check")
     assert check.returncode != 0
     assert "cronlease.E001" in check.stderr and "key 'every'" in check.stderr
 
@@ -365,13 +337,8 @@ def test_the_admin_index_links_the_pages_for_whom_django_permits(
     finally:
         replica.send_signal(signal.SIGTERM)
         assert replica.wait(timeout=30) == 0
-    pages = subprocess.run(
-        [sys.executable, "-m", "tests.support.django_admin_pages", task_name, "project_admin_urls"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    pages = python(
+        tmp_path, env, "-m", "tests.support.django_admin_pages", task_name, "project_admin_urls"
     )
     assert pages.returncode == 0, pages.stderr
     assert pages.stdout.splitlines() == [
