@@ -22,13 +22,11 @@ can be read.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -47,7 +45,12 @@ from cronlease._lease.recovery import describe_error
 from cronlease._lease.settings import READER_POOL
 from cronlease._lease.side_engines import reader_engine
 from cronlease._lease.store import LeaseStore
-from cronlease._lease.table_state import TableState, missing_sqlite_file, table_state
+from cronlease._lease.table_state import (
+    TableState,
+    missing_sqlite_file,
+    table_state,
+    uncreatable_sqlite_file,
+)
 from cronlease._run.housekeeping.pruning import HOUSEKEEPING_TASK
 from cronlease._run.housekeeping.watcher import STUCK_WATCHER_TASK
 from cronlease._run.stopping import ExitAfterStop
@@ -207,15 +210,10 @@ def probe_database(url: str, config: Config | None) -> dict[str, Any]:
             return {"reachable": False, "tables": None, "error": str(exc)}
         if state is TableState.NO_FILE:
             # not opened (that would create it): whether a replica could create it
-            folder = Path(str(store.engine.url.database)).absolute().parent
-            if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-                problem = "does not exist" if not folder.exists() else "is not writable"
-                return {
-                    "reachable": False,
-                    "tables": None,
-                    "error": f"cannot create the SQLite file {redact(url)}: its folder "
-                    f"{folder} {problem}",
-                }
+            problem = uncreatable_sqlite_file(store.engine.url)
+            if problem:
+                error = f"cannot create the SQLite file {redact(url)}: {problem}"
+                return {"reachable": False, "tables": None, "error": error}
             return {"reachable": True, "tables": "no file", "error": None}
     tables = {TableState.CURRENT: "present", TableState.EARLIER: "earlier"}.get(state, "missing")
     return {"reachable": True, "tables": tables, "error": None}

@@ -18,7 +18,7 @@ from cronlease._lease.dialects import statements_for_url
 from cronlease._lease.dialects.base import upgrade_needed
 from cronlease._lease.schema import leases, runs
 
-__all__ = ["TableState", "missing_sqlite_file", "table_state"]
+__all__ = ["TableState", "missing_sqlite_file", "table_state", "uncreatable_sqlite_file"]
 
 
 class TableState(enum.Enum):
@@ -37,6 +37,12 @@ def missing_sqlite_file(url: URL) -> bool:
     """True for a SQLite URL whose file does not exist (opening it would create it)."""
     backend = statements_for_url(url)
     return backend is not None and backend.file_missing(url)
+
+
+def uncreatable_sqlite_file(url: URL) -> str | None:
+    """For a SQLite URL whose file does not exist, why it could not be created there."""
+    backend = statements_for_url(url)
+    return None if backend is None else backend.file_uncreatable(url)
 
 
 def table_state(engine: Engine) -> TableState:

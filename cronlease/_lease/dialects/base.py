@@ -469,6 +469,11 @@ class Statements(ABC):
         create it): never, for a backend without files."""
         return False
 
+    def file_uncreatable(self, url: Any) -> str | None:
+        """For a missing database file (:meth:`file_missing`), why it could not be
+        created where ``url`` puts it (its folder), None when it could."""
+        return None
+
     # --- shared -----------------------------------------------------------
 
     # --- driver errors: each answers for its own driver's, None for another's ----

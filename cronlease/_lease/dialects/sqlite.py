@@ -559,5 +559,13 @@ class SQLiteStatements(Statements):
             and not Path(str(database)).exists()
         )
 
+    def file_uncreatable(self, url: Any) -> str | None:
+        folder = Path(str(url.database)).absolute().parent
+        if not folder.is_dir():
+            return f"its folder {folder} does not exist"
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"its folder {folder} is not writable"
+        return None
+
 
 STATEMENTS = SQLiteStatements()
