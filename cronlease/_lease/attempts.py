@@ -120,7 +120,9 @@ def outcomes(
             )
             # a granted attempt raises the fence this replica remembers
             out.append(lost_writes.reacquired(lease, floors.get(request.name)))
-        elif lost_writes.went_back(request.name, int(row.slot), int(row.fence), floors):
+        elif lost_writes.went_back(
+            request.name, int(row.slot), int(row.fence), floors, request.ttl
+        ):
             out.append(Refusal("taken"))  # the row lost writes; repaired, not trusted
         else:
             out.append(refusal(request, row))

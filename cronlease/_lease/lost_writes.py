@@ -11,7 +11,11 @@ shows less, it
 - refuses slots up to the one it saw (``taken``, without asking the database),
 - writes the higher slot and fence back (never lowering either), so replicas
   that never saw them — started later — do not run them either,
-- gives a lease it just won with a fence issued before a fence of its own,
+- gives a lease it just won with a fence issued before a fence of its own —
+  unless the lease of the fence it saw may still be held by another replica
+  (until its expiry as last seen plus one TTL): that holder may be running and
+  write its lease back, so the win is undone and its slot given up (``held``),
+  and the write-back raises the fence only to just below that lease's,
 - and logs one error (again at most every :data:`REPEAT_AFTER` seconds).
 
 Repairs are best effort: one that fails is logged and the outcome stands.
@@ -29,6 +33,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from cronlease._lease.dialects.base import Statements
+from cronlease._lease.membership import CursorRow
 from cronlease._lease.model import (
     AcquireRequest,
     AttemptRequest,
@@ -88,14 +93,17 @@ class LostWrites:
                 out.append(Refusal("paused" if request.name in self._paused else "taken"))
         return out
 
-    def reacquired(self, lease: Lease, before: Seen | None) -> Lease:
-        """Learn a further attempt's win; a fence not above what was seen gets a new one."""
+    def reacquired(self, lease: Lease, before: Seen | None) -> Lease | Refusal:
+        """Learn a further attempt's win; a fence not above what was seen gets a new one
+        (or is given back while the lease seen may still be held)."""
         self.seen.saw(lease.name, lease.slot, lease.fence)
         if before is not None and lease.fence <= before.fence:
-            return self._refence(lease, before)
+            return self._renumber_or_give_up(lease, before)
         return lease
 
-    def went_back(self, name: str, slot: int, fence: int, floors: dict[str, Seen]) -> bool:
+    def went_back(
+        self, name: str, slot: int, fence: int, floors: dict[str, Seen], ttl: float = 0.0
+    ) -> bool:
         """Learn a lease row's slot and fence as read; if it went back behind ``floors``,
         repair it and say so (the row must not be trusted)."""
         self.seen.saw(name, slot, fence)
@@ -103,8 +111,25 @@ class LostWrites:
         if before is None or not before.above(slot, fence):
             return False
         self._lost(name, slot, fence, before)
-        self._raise_floor(name, before)
+        self._raise_floor(name, before, ttl)
         return True
+
+    def cursor_seen(self, row: CursorRow) -> None:
+        """Learn a lease row the slot check read (it repairs nothing: a read-only check)."""
+        left = row.expires_at - row.db_now
+        held = time.monotonic() + left if left >= 0 else None
+        self.seen.saw(row.name, row.slot, row.fence, held)
+
+    def reasserted(self, lease: Lease) -> None:
+        """A renewal found the row of ``lease`` at a lower fence and wrote the lease back."""
+        self._lost(lease.name, None, 0, Seen(lease.slot, lease.fence), "a lower fence")
+        logger.warning(
+            "%s (slot %s, fence %s): its lease row went back to a lower fence; the run "
+            "goes on and wrote its lease back",
+            lease.name,
+            lease.slot,
+            lease.fence,
+        )
 
     def paused(self, name: str, paused: bool) -> None:
         with self._said_lock:
@@ -127,6 +152,7 @@ class LostWrites:
         floors: dict[str, Seen],
     ) -> list[Lease | Refusal]:
         """Learn from an acquisition's results; repair what went back behind ``floors``."""
+        now = time.monotonic()
         for index, (request, result) in enumerate(zip(requests, results, strict=True)):
             before = floors.get(request.name)
             if isinstance(result, int):
@@ -134,12 +160,16 @@ class LostWrites:
                 outcome = outcomes[index]
                 # A win issues a new fence: one not above what was seen was issued before.
                 if before is not None and result <= before.fence and isinstance(outcome, Lease):
-                    outcomes[index] = self._refence(outcome, before)
+                    outcomes[index] = self._renumber_or_give_up(outcome, before)
             elif isinstance(result, LeaseState):
-                self.seen.saw(request.name, result.slot, result.fence)
+                # a lease another attempt holds: its holder may renew it, or (after the
+                # database lost writes) write it back, until its expiry plus one TTL
+                left = result.expires_at - result.db_now
+                held = now + left if left >= 0 else None
+                self.seen.saw(request.name, result.slot, result.fence, held)
                 if before is not None and before.above(result.slot, result.fence):
                     self._lost(request.name, result.slot, result.fence, before)
-                    self._raise_floor(request.name, before)
+                    self._raise_floor(request.name, before, request.ttl)
         return outcomes
 
     def check_rows(self, rows: list[LeaseInfo], floors: dict[str, Seen]) -> list[LeaseInfo]:
@@ -154,13 +184,44 @@ class LostWrites:
                 checked.append(row)
                 continue
             self._lost(row.name, row.slot, row.fence, before)
-            self._raise_floor(row.name, before)
+            self._raise_floor(row.name, before, 0.0)
             checked.append(
                 replace(row, slot=max(row.slot, before.slot), fence=max(row.fence, before.fence))
             )
         return checked
 
     # --- repairs ----------------------------------------------------------
+
+    def _renumber_or_give_up(self, lease: Lease, before: Seen) -> Lease | Refusal:
+        """A win with a fence not above the one seen: the database lost writes. While
+        the lease seen may still be held by another replica, that holder may be
+        running and write its lease back: the win is undone and its slot given up
+        (never run beside it); after that, the win gets a fence of its own."""
+        left = before.held_for(lease.ttl)
+        if left is None:
+            return self._refence(lease, before)
+        self._lost(lease.name, None if lease.manual else lease.slot, lease.fence, before)
+        error = (
+            f"not run: the database lost lease writes, and the lease of fence {before.fence} "
+            f"may still be held for {left:.3f} s (its expiry as last seen plus one TTL)"
+        )
+        try:
+            self._call(
+                f"giving back the lease of {lease.name!r}",
+                lambda conn: self._statements().give_back(conn, lease, error),
+            )
+        except StoreError as exc:
+            # not run either way; the lease expires after its TTL
+            logger.warning("cannot give back the lease of %s: %s", lease.name, exc)
+        logger.warning(
+            "%s: slot %s not run: the database lost lease writes and the lease of fence %s, "
+            "held by another replica, may still be held for %.3f s",
+            lease.name,
+            lease.slot,
+            before.fence,
+            left,
+        )
+        return Refusal("held", expires_in=left)
 
     def _refence(self, lease: Lease, before: Seen) -> Lease:
         """A lease won with a fence this replica saw issued before: give it a new one."""
@@ -181,22 +242,30 @@ class LostWrites:
         self.seen.saw(lease.name, None if lease.manual else floor, given)
         return replace(lease, fence=given)
 
-    def _raise_floor(self, name: str, before: Seen) -> None:
+    def _raise_floor(self, name: str, before: Seen, ttl: float) -> None:
+        # While the lease of the fence seen may still be held by another replica (its
+        # expiry as seen, plus ``ttl`` where the task's TTL is known), its holder may
+        # write it back, over a lower fence only: raise the fence to just below it.
+        held = before.held_for(ttl) is not None
+        fence = before.fence - 1 if held else before.fence
         try:
             self._call(
                 f"writing back the lease of {name!r}",
-                lambda conn: self._statements().raise_floor(conn, name, before.slot, before.fence),
+                lambda conn: self._statements().raise_floor(conn, name, before.slot, fence),
             )
         except StoreError as exc:
             logger.warning("cannot write back the lease of %s: %s", name, exc)
 
-    def _lost(self, name: str, slot: int | None, fence: int, before: Seen) -> None:
+    def _lost(
+        self, name: str, slot: int | None, fence: int, before: Seen, shown: str | None = None
+    ) -> None:
         now = time.monotonic()
         with self._said_lock:
             loud = self._said_at is None or now - self._said_at > REPEAT_AFTER
             if loud:
                 self._said_at = now
-        shown = f"fence {fence}" if slot is None else f"slot {slot}, fence {fence}"
+        if shown is None:
+            shown = f"fence {fence}" if slot is None else f"slot {slot}, fence {fence}"
         if loud:
             logger.error(
                 "%s: %s was at slot %s, fence %s here, and the database now shows %s "

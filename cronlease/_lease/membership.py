@@ -23,7 +23,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, Double, String, bindparam, delete, select
 from sqlalchemy.engine import Connection
@@ -172,9 +172,10 @@ class FleetStatements:
             "roles": bindparam("b_roles", type_=String),
         }
         self._upsert = self.member_upsert(values, KEPT)
-        self._cursors = select(leases.c.name, leases.c.slot).where(
-            leases.c.name.in_(bindparam("b_names", expanding=True))
-        )
+        # the fence and expiry too: what the replica saw (lost_writes.py, §3.8)
+        self._cursors = select(
+            leases.c.name, leases.c.slot, leases.c.fence, leases.c.expires_at, now
+        ).where(leases.c.name.in_(bindparam("b_names", expanding=True)))
         # The slot check on the driver's cursor, outside SQLAlchemy's transaction: one
         # statement text for any count, and on SQLite no BEGIN IMMEDIATE (every
         # transaction of the store's engine takes the write lock; a plain SELECT in
@@ -235,14 +236,18 @@ class FleetStatements:
         with conn.begin():
             conn.execute(self._leave, {"b_holders": list(holders)})
 
-    def slot_cursors(self, conn: Connection, names: Sequence[str]) -> dict[str, int]:
-        """The slot cursor of each of ``names`` that has a lease row: read only."""
+    def slot_cursors(self, conn: Connection, names: Sequence[str]) -> list[CursorRow]:
+        """The lease row of each of ``names`` that has one, read only: its slot cursor,
+        fence and expiry, and the database clock."""
         if self._driver_cursors is not None:
             rows, _ = self._driver_cursors.execute(conn, {"b_names": self.cursor_names(names)})
         else:
             with conn.begin():
                 rows = conn.execute(self._cursors, {"b_names": list(names)}).all()
-        return {str(name): int(slot) for name, slot in rows}
+        return [
+            CursorRow(str(name), int(slot), int(fence), float(expires_at), float(db_now))
+            for name, slot, fence, expires_at, db_now in rows
+        ]
 
 
 class FileCheck(Protocol):
@@ -262,6 +267,16 @@ class _Call(Protocol):
     ) -> T: ...
 
 
+class CursorRow(NamedTuple):
+    """A lease row as the slot check reads it."""
+
+    name: str
+    slot: int
+    fence: int
+    expires_at: float
+    db_now: float
+
+
 class FleetStore:
     """The store's membership and slot-check methods (``LeaseStore.fleet``): every one
     raises StoreError for a database failure, like the store's own."""
@@ -271,9 +286,12 @@ class FleetStore:
         statements: FleetStatements,
         call: _Call,
         file: FileCheck | None = None,
+        seen: Callable[[CursorRow], None] = lambda row: None,
     ) -> None:
         self._statements = statements
         self._call = call
+        # told each row the slot check read: the store's memory of fences (§3.8)
+        self._seen = seen
         # a SQLite file no longer at its path: no membership, no slot check (§5.17)
         self._file = file
 
@@ -314,12 +332,13 @@ class FleetStore:
         cursors: dict[str, int] = {}
         unique = sorted(set(names))
         for start in range(0, len(unique), CHUNK):
-            cursors.update(
-                self._call(
-                    "checking slot cursors",
-                    functools.partial(
-                        self._statements.slot_cursors, names=unique[start : start + CHUNK]
-                    ),
-                )
+            rows = self._call(
+                "checking slot cursors",
+                functools.partial(
+                    self._statements.slot_cursors, names=unique[start : start + CHUNK]
+                ),
             )
+            for row in rows:
+                self._seen(row)
+                cursors[row.name] = row.slot
         return cursors

@@ -90,7 +90,12 @@ class LeaseStore:
         )
         self._beat = side_engines.RenewalEngine(engine)
         #: fleet membership and the read-only slot check (docs/design.md §4.4)
-        self.fleet = FleetStore(self.statements.fleet_statements(), self._call, self._file)
+        self.fleet = FleetStore(
+            self.statements.fleet_statements(),
+            self._call,
+            self._file,
+            seen=self.lost_writes.cursor_seen,
+        )
         # set after an outage: what this store saw is read back before the next operation
         self._recheck = False
         self._checking = threading.Lock()
@@ -311,7 +316,9 @@ class LeaseStore:
     def heartbeat_many(self, leases: Sequence[Lease]) -> list[bool]:
         """Extend each lease (distinct tasks) by its own TTL, in one statement, on the
         renewal connection; aligned with ``leases``: False where another acquisition
-        has taken it since (fence or holder no longer the row's)."""
+        has taken it since (fence or holder no longer the row's). A lease whose row
+        went back to a lower fence (the database lost writes) is written back and
+        counts as renewed."""
         if not leases:
             return []
         names = [lease.name for lease in leases]
@@ -319,11 +326,23 @@ class LeaseStore:
             raise ValueError("a renewal names each task at most once")
         many = f"renewing {len(leases)} leases"
         what = f"renewing the lease of {names[0]!r}" if len(leases) == 1 else many
-        renewed = self._call(
-            what,
-            lambda conn: self.statements.heartbeat(conn, leases),
-            engine=self.heartbeat_engine,
-        )
+        reasserted: list[Lease] = []
+
+        def renew(conn: Connection) -> set[str]:
+            renewed = self.statements.heartbeat(conn, leases)
+            reasserted.clear()
+            # A lease not renewed was taken over, or its row went back (the database
+            # lost writes): then its holder, which runs, writes it back, only over a
+            # lower fence — never over a newer holder's (docs/design.md §3.8).
+            for lease in leases:
+                if lease.name not in renewed and self.statements.reassert(conn, lease):
+                    renewed.add(lease.name)
+                    reasserted.append(lease)
+            return renewed
+
+        renewed = self._call(what, renew, engine=self.heartbeat_engine)
+        for lease in reasserted:
+            self.lost_writes.reasserted(lease)
         return [name in renewed for name in names]
 
     def release(self, lease: Lease) -> bool:

@@ -1,4 +1,5 @@
-"""What one replica saw of each task's lease row: the highest slot and fence.
+"""What one replica saw of each task's lease row: the highest slot and fence, and how
+long the lease of that fence may still be held by another replica.
 
 A database that loses committed writes (a failover to an asynchronous standby
 that lagged, a point-in-time restore) shows a lease row older than one it
@@ -6,12 +7,17 @@ showed before: slots that ran look free again, fences that were issued are
 issued again. A replica that remembers the highest of each it saw can tell,
 refuse the slots up to what it saw, and write both back so that replicas that
 never saw them (started later) do not run them either (docs/design.md §3.8).
-Memory only: a replica restarted after the loss knows what the database knows.
+The holder of a lease it saw may still be running when the database shows the
+row behind it: until that lease's expiry as last seen, plus one TTL, the
+holder may still write it back, and the replica gives up a slot it wins
+meanwhile instead of starting it beside that run. Memory only: a replica
+restarted after the loss knows what the database knows.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,10 +30,23 @@ class Seen:
 
     slot: int
     fence: int
+    #: the expiry (monotonic) of the lease of ``fence`` as last seen held, unexpired,
+    #: by another attempt; None when it was not (the newest fence seen was this
+    #: replica's own win)
+    held_until: float | None = None
 
     def __post_init__(self) -> None:
         if self.fence < 0:
             raise ValueError(f"a fence is never negative, got {self.fence}")
+
+    def held_for(self, ttl: float) -> float | None:
+        """Seconds the lease of ``fence`` may still be held — renewed, or written back
+        by its holder after the database lost writes: until its expiry as last seen
+        plus ``ttl`` (one TTL) —, None if no longer (or never seen held)."""
+        if self.held_until is None:
+            return None
+        left = self.held_until + ttl - time.monotonic()
+        return left if left > 0 else None
 
     def above(self, slot: int | None, fence: int) -> bool:
         """Whether the database, showing ``slot`` (None: not known) and ``fence``, went
@@ -46,18 +65,28 @@ class Watermarks:
         with self._lock:
             return self._seen.get(name)
 
-    def saw(self, name: str, slot: int | None, fence: int) -> Seen | None:
+    def saw(
+        self, name: str, slot: int | None, fence: int, held_until: float | None = None
+    ) -> Seen | None:
         """Record what the database showed (``slot`` None: the row's cursor was not
-        read, as for a manual run); return what was remembered if the database went
-        back behind it, else None."""
+        read, as for a manual run; ``held_until``: the lease of ``fence`` was held by
+        another attempt, and may be until then); return what was remembered if the
+        database went back behind it, else None."""
         with self._lock:
             before = self._seen.get(name)
             if before is None:
-                self._seen[name] = Seen(-1 if slot is None else slot, fence)
+                self._seen[name] = Seen(-1 if slot is None else slot, fence, held_until)
                 return None
+            if fence > before.fence:
+                held = held_until  # a newer lease: what was known of the older one is moot
+            elif fence == before.fence and held_until is not None:
+                held = max(held_until, before.held_until or held_until)
+            else:
+                held = before.held_until
             self._seen[name] = Seen(
                 before.slot if slot is None else max(before.slot, slot),
                 max(before.fence, fence),
+                held,
             )
             return before if before.above(slot, fence) else None
 

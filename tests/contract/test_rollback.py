@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import select, update
 
 from cronlease._lease.model import AcquireRequest, Lease, LeaseInfo, Refusal
-from cronlease._lease.schema import leases
+from cronlease._lease.schema import leases, runs
 from cronlease._lease.store import LeaseStore
 from tests.support.leases import won
 
@@ -224,3 +224,94 @@ def test_a_write_back_between_win_and_renumbering_does_not_reuse_a_fence(
     r0.finish(lease, "succeeded")
     run = {run.slot: run for run in store.history(task_name)}[base_slot + 2]
     assert (run.fence, run.holder, run.outcome) == (lease.fence, lease.holder, "succeeded")
+
+
+def run_of(store: LeaseStore, name: str, slot: int) -> Any:
+    return {run.slot: run for run in store.history(name)}[slot]
+
+
+def test_a_holder_whose_row_went_back_writes_its_lease_back(
+    store: LeaseStore, replicas: Any, task_name: str, base_slot: int
+) -> None:
+    """A runs; the database loses A's acquisition (a lower fence, another holder,
+    expired) and a sweep marks A's run abandoned: A's renewal finds its row behind it
+    and writes its lease back, its run row back to running; A still holds the lease."""
+    a_replica, c_replica = replicas(), replicas()
+    first = take(a_replica, task_name, base_slot, "replica-a")
+    a_replica.finish(first, "succeeded")
+    earlier = row_of(store, task_name)
+    a = take(a_replica, task_name, base_slot + 1, "replica-a")
+    restore(store, earlier)
+    with store.engine.begin() as conn:  # what the sweep of a takeover does
+        conn.execute(
+            update(runs)
+            .where(runs.c.name == task_name, runs.c.fence == a.fence)
+            .values(outcome="abandoned")
+        )
+    assert a_replica.heartbeat(a) is True
+    row = row_of(store, task_name)
+    assert (row.fence, row.holder, row.slot) == (a.fence, a.holder, a.slot)
+    assert row.expires_at > store.database_time() + 20
+    assert run_of(store, task_name, a.slot).outcome == "running"
+    refused = c_replica.acquire(request(task_name, base_slot + 2, "replica-c"))
+    assert isinstance(refused, Refusal) and refused.reason == "held", refused
+    a_replica.finish(a, "succeeded")
+    assert run_of(store, task_name, a.slot).outcome == "succeeded"
+    assert won(c_replica.acquire(request(task_name, base_slot + 2, "replica-c")))
+
+
+@pytest.mark.parametrize("newer", ["same fence", "higher fence"])
+def test_a_holder_never_writes_its_lease_back_over_a_newer_holder(
+    store: LeaseStore, replicas: Any, task_name: str, base_slot: int, newer: str
+) -> None:
+    a_replica, c_replica = replicas(), replicas()
+    first = take(a_replica, task_name, base_slot, "replica-a")
+    a_replica.finish(first, "succeeded")
+    earlier = row_of(store, task_name)
+    a = take(a_replica, task_name, base_slot + 1, "replica-a", ttl=0.3)
+    restore(store, earlier)
+    # C never saw A's lease: it wins A's fence again (another nonce) after the loss
+    c = take(c_replica, task_name, base_slot + 2, "replica-c")
+    if newer == "higher fence":
+        c_replica.finish(c, "succeeded")
+        c = take(c_replica, task_name, base_slot + 3, "replica-c")
+    assert c.fence >= a.fence
+    assert a_replica.heartbeat(a) is False
+    row = row_of(store, task_name)
+    assert (row.fence, row.holder, row.slot) == (c.fence, c.holder, c.slot)
+
+
+def test_a_win_revealing_lost_writes_under_a_lease_it_saw_held_is_given_back(
+    store: LeaseStore, replicas: Any, task_name: str, base_slot: int
+) -> None:
+    """B saw A's lease held; the database loses A's acquisition; B's next win has A's
+    fence: B gives the slot up (not run, recorded missed) and puts the fence back, so
+    that A, still running, writes its lease back; the next slot runs normally."""
+    a_replica, b_replica = replicas(), replicas()
+    first = take(a_replica, task_name, base_slot, "replica-a")
+    a_replica.finish(first, "succeeded")
+    earlier = row_of(store, task_name)
+    a = take(a_replica, task_name, base_slot + 1, "replica-a")
+    seen = b_replica.acquire(request(task_name, base_slot + 2, "replica-b"))
+    assert isinstance(seen, Refusal) and seen.reason == "held", seen
+    restore(store, earlier)
+
+    given_up = b_replica.acquire(request(task_name, base_slot + 2, "replica-b"))
+    assert isinstance(given_up, Refusal) and given_up.reason == "held", given_up
+    assert given_up.expires_in is not None and given_up.expires_in > 30
+    row = row_of(store, task_name)
+    assert row.fence == a.fence - 1 and row.slot == base_slot + 2
+    assert row.expires_at < store.database_time()
+    assert run_of(store, task_name, base_slot + 2).outcome == "missed"
+    # the slot given up is not run, by B nor by a replica that never saw it
+    again = b_replica.acquire(request(task_name, base_slot + 2, "replica-b"))
+    assert isinstance(again, Refusal) and again.reason == "taken", again
+
+    assert a_replica.heartbeat(a) is True
+    row = row_of(store, task_name)
+    assert (row.fence, row.holder, row.slot) == (a.fence, a.holder, base_slot + 2)
+    a_replica.finish(a, "succeeded")
+    nxt = take(b_replica, task_name, base_slot + 3, "replica-b")
+    assert nxt.fence == a.fence + 1
+    slots = [run.slot for run in store.history(task_name) if run.outcome == "succeeded"]
+    assert sorted(slots) == [base_slot, base_slot + 1]

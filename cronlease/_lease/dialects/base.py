@@ -290,6 +290,56 @@ class Statements(ABC):
             )
             .values(fence=new_fence)
         )
+        # A holder whose renewal found its row behind it (a database that lost writes,
+        # not a takeover) writes its own lease back: its fence, nonce, a slot cursor
+        # never lowered and a fresh expiry, only while the row's fence is below its
+        # own. A takeover always shows a fence at least the holder's: never written
+        # over (docs/design.md §3.8).
+        self._reassert = (
+            update(leases)
+            .where(leases.c.name == name_param, leases.c.fence < fence_param)
+            .values(
+                fence=fence_param,
+                holder=holder_param,
+                slot=case((leases.c.slot < floor_slot, floor_slot), else_=leases.c.slot),
+                expires_at=now + bindparam("b_ttl", type_=Double),
+            )
+        )
+        its_run = and_(
+            runs.c.name == name_param,
+            runs.c.slot == run_slot_param,
+            runs.c.manual == manual_param,
+            runs.c.fence == fence_param,
+            runs.c.holder == holder_param,
+        )
+        # its run, marked abandoned meanwhile (by an acquisition's sweep or the stuck
+        # watcher, which saw the row go back), runs on: so it is recorded
+        self._revive_run = (
+            update(runs)
+            .where(its_run, runs.c.outcome == "abandoned")
+            .values(outcome="running", finished_at=None, error=None)
+        )
+        # A win that revealed lost writes while a lease this replica saw held may still
+        # run: the acquisition is undone (its fence back by the one it added, the lease
+        # expired) and the slot given up, its run row recorded 'missed'. The slot
+        # cursor stays: the slot is not run, by anyone.
+        # Found by the nonce alone, as refence: a write-back may have raised the fence
+        # since the win, and is kept then.
+        self._give_back = (
+            update(leases)
+            .where(leases.c.name == name_param, leases.c.holder == holder_param)
+            .values(
+                fence=case(
+                    (leases.c.fence == fence_param, leases.c.fence - 1), else_=leases.c.fence
+                ),
+                expires_at=now - 0.001,
+            )
+        )
+        self._give_up_run = (
+            update(runs)
+            .where(its_run, runs.c.outcome == "running")
+            .values(outcome="missed", finished_at=now, error=bindparam("b_error", type_=String))
+        )
         # Resuming also marks the lease free as of now (as release does), unless a run
         # holds it: the status counts overdue ticks from there, not through the pause.
         self._resume = (
@@ -527,6 +577,43 @@ class Statements(ABC):
             given = int(conn.execute(self._fence_of_nonce, params).scalar_one())
             conn.execute(self._refence_run, {**params, "b_new_fence": given})
             return given
+
+    def reassert(self, conn: Connection, lease: Lease) -> bool:
+        """Write ``lease`` back (its fence, nonce, slot at least its own, expiring a TTL
+        from now) where the row's fence is below its own — the database lost writes,
+        nobody took it over — and its run row back to ``running`` if it was marked
+        abandoned meanwhile; whether the lease was written back."""
+        params = {
+            "b_name": lease.name,
+            "b_fence": lease.fence,
+            "b_holder": lease.holder,
+            "b_slot": -1 if lease.manual else lease.slot,
+            "b_ttl": float(lease.ttl),
+            "b_run_slot": lease.slot,
+            "b_manual": lease.manual,
+        }
+        with self.write_transaction(conn):
+            if not conn.execute(self._reassert, params).rowcount:
+                return False
+            conn.execute(self._revive_run, params)
+            return True
+
+    def give_back(self, conn: Connection, lease: Lease, error: str) -> bool:
+        """Undo the acquisition of ``lease`` (not run): the lease expired and, if the row
+        still has the win's fence, that fence back by one, where the row still carries
+        the win's nonce; its run row ``missed`` with ``error``. Whether the lease was
+        given back (False: taken over meanwhile)."""
+        params = {
+            "b_name": lease.name,
+            "b_fence": lease.fence,
+            "b_holder": lease.holder,
+            "b_run_slot": lease.slot,
+            "b_manual": lease.manual,
+            "b_error": error,
+        }
+        with self.write_transaction(conn):
+            conn.execute(self._give_up_run, params)
+            return bool(conn.execute(self._give_back, params).rowcount)
 
     def resume(self, conn: Connection, name: str) -> None:
         with conn.begin():

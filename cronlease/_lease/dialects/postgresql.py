@@ -393,7 +393,10 @@ class PostgreSQLFleet(FleetStatements):
 
     def cursor_statement(self) -> DriverStatement | None:
         return DriverStatement(
-            text(f"SELECT name, slot FROM {leases.name} WHERE name = ANY(CAST(:b_names AS text[]))")
+            text(
+                f"SELECT name, slot, fence, expires_at, {NOW_SQL} FROM {leases.name}"
+                " WHERE name = ANY(CAST(:b_names AS text[]))"
+            )
         )
 
     def renew(self, conn: Connection, beats: Sequence[MemberBeat]) -> Members:

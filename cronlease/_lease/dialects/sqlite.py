@@ -162,7 +162,7 @@ class SQLiteFleet(FleetStatements):
     def cursor_statement(self) -> DriverStatement | None:
         return DriverStatement(
             text(
-                f"SELECT name, slot FROM {leases.name}"
+                f"SELECT name, slot, fence, expires_at, {NOW_SQL} FROM {leases.name}"
                 " WHERE name IN (SELECT value FROM json_each(:b_names))"
             )
         )
