@@ -16,7 +16,6 @@ from typing import Any, TypeVar, overload
 from cronlease._events import EventBus, RunFinished, RunStarted
 from cronlease._lease.names import normal_form
 from cronlease._lease.store import LeaseStore
-from cronlease._run.housekeeping.watcher import watcher_task
 from cronlease._run.pings import Pinger
 from cronlease._task import Task
 from cronlease.errors import ConfigError, UnknownTaskError
@@ -128,8 +127,6 @@ class TaskDeclarations:
             self._by_name[task.name] = task
             self._tasks[task.full_name] = task
             self._on_declared(task)
-            if task.wants_attempts:
-                self._bring_watcher()
             if task.ping_url is not None and self._pinger is None:
                 self._pinger = Pinger(self._ping_url_of)
                 self._events.listen(self._pinger.on_event, RunStarted, RunFinished)
@@ -140,12 +137,12 @@ class TaskDeclarations:
         task = self._tasks.get(full_name)
         return task.ping_url if task is not None else None
 
-    def _bring_watcher(self) -> None:
-        """The first task that wants attempts brings the stuck watcher (built-in, leased)."""
-        watcher = watcher_task(self.store, self.namespace)
-        if watcher.full_name not in self._tasks:
-            self._tasks[watcher.full_name] = watcher
-            self._on_declared(watcher)
+    def _add_builtin(self, task: Task) -> None:
+        """Declare one of cronlease's own tasks (before start): run like any, but its
+        events reach no listener (docs/design.md §4.11)."""
+        assert task.builtin, task
+        self._tasks[task.full_name] = task
+        self._events.silence(task.full_name)
 
     def _attempt_tasks(self) -> list[Task]:
         """The declared tasks that want retries or recovery."""

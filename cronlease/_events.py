@@ -150,6 +150,9 @@ class EventBus:
         self._lock = threading.Lock()
         # replaced, never mutated: emit() and wants() read it without the lock
         self._listeners: tuple[tuple[Callable[[Event], object], tuple[type[Event], ...]], ...] = ()
+        # the full names of cronlease's own tasks (replaced, never mutated): no listener
+        # hears of them (docs/design.md §4.11)
+        self._silenced: frozenset[str] = frozenset()
 
     def listen(self, listener: Callable[[E], object], *types: type[E]) -> Callable[[], None]:
         """Call ``listener`` for each event of ``types`` (all if none); returns unsubscribe."""
@@ -174,6 +177,11 @@ class EventBus:
         """In a forked child: a fresh lock (a parent thread may have held this one)."""
         self._lock = threading.Lock()
 
+    def silence(self, task: str) -> None:
+        """Deliver no event of the task ``task`` (a full name): a built-in task's."""
+        with self._lock:
+            self._silenced = self._silenced | {task}
+
     def wants(self, kind: type[Event]) -> bool:
         """Whether some listener would receive an event of ``kind``.
 
@@ -183,6 +191,10 @@ class EventBus:
         return any(issubclass(kind, types) for _, types in self._listeners)
 
     def emit(self, event: Event) -> None:
+        # the one place built-in tasks are kept from listeners: every event about a task
+        # (TickSkipped, RunStarted, RunFinished, RunLost) has its full name in ``task``
+        if self._silenced and getattr(event, "task", None) in self._silenced:
+            return
         listeners = [fn for fn, types in self._listeners if isinstance(event, types)]
         for listener in listeners:
             try:

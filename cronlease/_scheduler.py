@@ -27,6 +27,7 @@ from cronlease._roles import replica_roles
 from cronlease._run.housekeeping.attempt_poll import AttemptPoll
 from cronlease._run.housekeeping.clock_watch import ClockWatch
 from cronlease._run.housekeeping.pruning import housekeeping_task
+from cronlease._run.housekeeping.watcher import watcher_task
 from cronlease._run.lifecycle import interrupt_at_exit, stop_replica
 from cronlease._run.runner import TickRunner
 from cronlease._run.signals import stop_signals
@@ -139,7 +140,10 @@ class Scheduler(TaskDeclarations):
             self.store, lambda: sorted(self._tasks), history_retention, history_keep, namespace
         )
         if housekeeping is not None:
-            self._tasks[housekeeping.full_name] = housekeeping
+            self._add_builtin(housekeeping)
+        # whatever the tasks ask: a dead run of any task, paused or removed ones included,
+        # must not stay "running" (docs/design.md §4.11)
+        self._add_builtin(watcher_task(self.store, namespace))
 
         self._default_holder = holder is None
         _SCHEDULERS.add(self)

@@ -51,8 +51,7 @@ from cronlease._lease.table_state import (
     table_state,
     uncreatable_sqlite_file,
 )
-from cronlease._run.housekeeping.pruning import HOUSEKEEPING_TASK
-from cronlease._run.housekeeping.watcher import STUCK_WATCHER_TASK
+from cronlease._run.housekeeping.builtin import BUILTIN_TASKS
 from cronlease._run.stopping import ExitAfterStop
 from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask
@@ -108,7 +107,7 @@ __all__ = [
 
 #: the built-in tasks every replica declares (housekeeping, the stuck-run watcher): the
 #: status leaves them out of the declared tasks' list, and never calls them orphaned
-INTERNAL_TASKS = (HOUSEKEEPING_TASK, STUCK_WATCHER_TASK)
+INTERNAL_TASKS = BUILTIN_TASKS
 #: runs read back to name the one still ``running`` when forget refuses
 _RUNS_READ = 200
 

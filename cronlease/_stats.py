@@ -20,6 +20,8 @@ class Stats:
         self._lock = threading.Lock()
 
     def add(self, name: str, amount: int = 1) -> None:
+        if not amount:  # nothing to count (every tick of a batch was a built-in task's)
+            return
         with self._lock:
             self._counts[name] += amount
 

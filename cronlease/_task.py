@@ -157,6 +157,11 @@ class Task(TaskOptions):
     #: where the RunContext goes: None (not passed), "" (first argument) or a keyword
     context_as: str | None = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
+    #: one of cronlease's own tasks (the stuck watcher, housekeeping), declared by
+    #: :func:`cronlease._run.housekeeping.builtin.builtin_task`: leased and run like any,
+    #: but silent to users: no event, no counter, no per-tick line; its trouble (its
+    #: body raising, an outage) is still logged (docs/design.md §4.11)
+    builtin: bool = field(default=False, repr=False, kw_only=True)
 
     def __repr__(self) -> str:
         # its own fields first, then the options: a dataclass would list the base's first
@@ -205,6 +210,7 @@ class Task(TaskOptions):
         *,
         name: str | None = None,
         namespace: str | None = None,
+        builtin: bool = False,
         **options: Any,
     ) -> Task:
         """Validate a declaration as the decorator receives it; ConfigError if invalid.
@@ -224,7 +230,14 @@ class Task(TaskOptions):
             raise _task_error(label, exc) from None
         for key in SCHEDULE_KEYS:
             del values[key]
-        return cls(name=label, schedule=schedule, func=func, namespace=namespace, **values)
+        return cls(
+            name=label,
+            schedule=schedule,
+            func=func,
+            namespace=namespace,
+            builtin=builtin,
+            **values,
+        )
 
     @property
     def wants_context(self) -> bool:

@@ -180,21 +180,20 @@ def test_a_retry_that_would_reach_the_next_fire_time_is_not_started(
     assert all(len(entries) == 1 for entries in slots.values())
 
 
-def test_without_retries_or_recovery_there_is_no_poll_and_no_watcher(
+def test_without_retries_or_recovery_there_is_no_poll_but_the_watcher_is_there(
     db_url: str, task_name: str
 ) -> None:
     scheduler = Scheduler(db_url)
+    assert any(STUCK_WATCHER_TASK in name for name in scheduler._tasks)  # whatever tasks ask
     ran: list[int] = []
     scheduler.add_task(lambda ctx: ran.append(ctx.attempt), every="1s", name=task_name)
     with running(scheduler):
         wait_for(lambda: ran, 20, "a run")
         poll = scheduler._attempts
         assert poll is not None and poll.thread is None  # never started, never queried
-        assert not any(STUCK_WATCHER_TASK in name for name in scheduler._tasks)
-        # declared while running: the poll starts, the watcher comes with it
+        # declared while running: the poll starts
         scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-r", retries=1)
         assert poll.thread is not None and poll.thread.is_alive()
-        assert any(STUCK_WATCHER_TASK in name for name in scheduler._tasks)
     assert ran[0] == 1
     assert poll.thread is not None and not poll.thread.is_alive()  # joined by the shutdown
 
@@ -222,8 +221,8 @@ def test_the_key_differs_between_namespaces_and_slots(db_url: str, task_name: st
 def test_the_stuck_watcher_marks_a_paused_tasks_dead_run_abandoned(
     db_url: str, task_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    scheduler = Scheduler(db_url)
-    scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-r", recover=True)
+    scheduler = Scheduler(db_url)  # no task asks for attempts: the watcher is there all the same
+    scheduler.add_task(lambda: None, every="1h", name=f"{task_name}-r")
     watcher = scheduler._tasks[STUCK_WATCHER_TASK]
     store = scheduler.store
     try:

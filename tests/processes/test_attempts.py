@@ -145,9 +145,12 @@ def test_the_watcher_abandons_a_paused_tasks_dead_run(
         holder.kill()
         lease_store.pause(name)
         [fence_then] = [lease.fence for lease in lease_store.leases([name])]
-        # a replica that does not declare the task: its own recover=True task brings the
-        # fleet-wide watcher, whose pass marks other namespaces' runs too
-        others = replicas(db_url, "other", 1, 1, every="1h", namespace=task_name, watch_every="2s")
+        # a replica that does not declare the task and whose tasks ask for no attempts:
+        # every scheduler runs the fleet-wide watcher, whose pass marks other
+        # namespaces' runs too (one with no task asking for attempts had none)
+        others = replicas(
+            db_url, "other", 1, 1, every="1h", namespace=task_name, watch_every="2s", recover="0"
+        )
         wait_for(
             lambda: lease_store.history(name)[0].outcome == "abandoned",
             30,

@@ -99,8 +99,9 @@ class Admission:
             start = task.jitter_for(fire_time) if task.jitter else 0.0
             lateness = timing.lateness - start
             if tick.kind == "scheduled" and lateness > grace:
+                if not self._skips.skipped(task, timing.slot, "misfire"):
+                    continue  # a built-in task's: the next pass does its work, unsaid
                 self._stats.add("ticks_missed")
-                self._skips.skipped(task, timing.slot, "misfire")
                 self._streaks.warn(
                     task.full_name,
                     "misfire",
@@ -137,8 +138,8 @@ class Admission:
                 candidates.append(Candidate(tick, attempt, follows.until))
                 continue
             if task.full_name in running:
-                self._skips.skipped(task, timing.slot, "overlap")
-                self._skip_lines.counted(task.full_name, "overlap", "still running")
+                if self._skips.skipped(task, timing.slot, "overlap"):
+                    self._skip_lines.counted(task.full_name, "overlap", "still running")
                 continue
             self._skip_lines.ended(task.full_name, "overlap")
             request = AcquireRequest(

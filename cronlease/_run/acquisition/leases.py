@@ -42,7 +42,7 @@ from cronlease._lease.store import LeaseStore
 from cronlease._run.acquisition.admission import Candidate
 from cronlease._run.acquisition.membership import Membership
 from cronlease._run.acquisition.side_thread import SideThread
-from cronlease._run.acquisition.skips import Skips
+from cronlease._run.acquisition.skips import Skips, heard
 from cronlease._run.replica_log.log_streaks import LogStreaks, say
 from cronlease._run.replica_log.outage import OutageLog
 from cronlease._run.timer.ticks import Decision, Tick
@@ -146,7 +146,8 @@ class Acquisition:
     def _failed(self, candidates: Sequence[Candidate], error: StoreError) -> None:
         for tick, request, _ in candidates:
             self._skips.skipped(tick.task, request.slot, "error")
-        self._outage.failed(ticks_named(candidates), error, ticks=len(candidates))
+        ticks = heard(candidate.tick.task for candidate in candidates)
+        self._outage.failed(ticks_named(candidates), error, ticks=ticks)
 
     def _decide(
         self,
@@ -180,7 +181,7 @@ class Acquisition:
             if not isinstance(result, Refusal) or result.reason != "future":
                 self._streaks.ended(tick.task.full_name, "future")
             if isinstance(result, Lease):
-                if tick.kind == "retry":
+                if tick.kind == "retry" and not tick.task.builtin:
                     say(
                         logger,
                         logging.INFO,
@@ -196,8 +197,9 @@ class Acquisition:
             if retry is not None:
                 decision.retries.append(retry)
                 continue
+            if not self._skips.skipped(tick.task, candidate.request.slot, reason, count=False):
+                continue  # a built-in task's: no count, no line
             refusals[reason] += 1
-            self._skips.skipped(tick.task, candidate.request.slot, reason, count=False)
             if reason == "future":
                 self._streaks.warn(
                     tick.task.full_name,
@@ -271,17 +273,18 @@ class Acquisition:
         if time.time() + wait > candidate.pickup_until:
             return None
         tick = candidate.tick
-        say(
-            logger,
-            logging.INFO,
-            tick.task.full_name,
-            "%s: tick %s: an earlier run's lease is still held; trying again when it expires "
-            "in %.3f s",
-            tick.task.full_name,
-            tick.fire_time.isoformat(),
-            wait,
-        )
-        self._stats.add("late_pickups")
+        if not tick.task.builtin:
+            say(
+                logger,
+                logging.INFO,
+                tick.task.full_name,
+                "%s: tick %s: an earlier run's lease is still held; trying again when it "
+                "expires in %.3f s",
+                tick.task.full_name,
+                tick.fire_time.isoformat(),
+                wait,
+            )
+            self._stats.add("late_pickups")
         return time.monotonic() + wait, Tick(tick.task, tick.fire_time, "retry")
 
 

@@ -9,6 +9,11 @@ reason (:meth:`Skips.by_task`), for the status model's ``TaskStatus.skipped``:
 this replica's count since it started. Capacity skips are the replica
 working as meant, but a task losing most of its ticks must be seen: one INFO
 line per streak (:mod:`~cronlease._run.replica_log.log_streaks`).
+
+A built-in task's skips (:attr:`Task.builtin <cronlease._task.Task.builtin>`:
+the stuck watcher's ``taken`` on every replica but one, each minute) are not
+reported at all: :meth:`Skips.skipped` says so to the callers that count in
+bulk, so they leave them out too.
 """
 
 from __future__ import annotations
@@ -26,9 +31,14 @@ from cronlease._stats import Stats
 from cronlease._task import Task
 from cronlease._timing.schedule import slot_of
 
-__all__ = ["Skips"]
+__all__ = ["Skips", "heard"]
 
 logger = logging.getLogger("cronlease")
+
+
+def heard(tasks: Iterable[Task]) -> int:
+    """How many of ``tasks`` are the user's, not built-in: what a bulk counter counts."""
+    return sum(not task.builtin for task in tasks)
 
 
 class Skips:
@@ -41,8 +51,12 @@ class Skips:
         self._lock = threading.Lock()
         self._capacity_lines = LogStreaks(logger, level=logging.INFO)
 
-    def skipped(self, task: Task, slot: int, reason: SkipReason, count: bool = True) -> None:
-        """Report one skip; with ``count=False`` the caller counts in bulk (:meth:`count`)."""
+    def skipped(self, task: Task, slot: int, reason: SkipReason, count: bool = True) -> bool:
+        """Report one skip; with ``count=False`` the caller counts in bulk (:meth:`count`).
+
+        False for a built-in task's: not reported, and not for the caller to count."""
+        if task.builtin:
+            return False
         if count:
             self._stats.add(f"ticks_skipped_{reason}")
         with self._lock:
@@ -52,6 +66,7 @@ class Skips:
             tally[reason] += 1
         if self._events.wants(TickSkipped):
             self._events.emit(TickSkipped(task=task.full_name, slot=slot, reason=reason))
+        return True
 
     def by_task(self) -> dict[str, dict[str, int]]:
         """Ticks skipped here since this replica started, by stored task name and reason."""
@@ -65,7 +80,8 @@ class Skips:
         """Ticks no worker of this replica was free for within their grace; never sent
         to the database, so another replica was free to take them."""
         for tick in ticks:
-            self.skipped(tick.task, slot_of(tick.fire_time), "capacity")
+            if not self.skipped(tick.task, slot_of(tick.fire_time), "capacity"):
+                continue
             self._capacity_lines.counted(
                 tick.task.full_name, "capacity", "every worker of this replica was busy"
             )
@@ -78,8 +94,9 @@ class Skips:
     def won_too_late(self, task: Task, fire_time: datetime, slot: int, late: float) -> None:
         """A lease won past the tick's grace: the tick counts as missed, like one
         admission refused (the acquisition answered that late)."""
+        if not self.skipped(task, slot, "misfire"):
+            return
         self._stats.add("ticks_missed")
-        self.skipped(task, slot, "misfire")
         say(
             logger,
             logging.WARNING,

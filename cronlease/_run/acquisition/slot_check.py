@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from cronlease._lease.store import LeaseStore
-from cronlease._run.acquisition.skips import Skips
+from cronlease._run.acquisition.skips import Skips, heard
 from cronlease._run.replica_log.outage import OutageLog
 from cronlease._run.timer.ticks import Tick
 from cronlease._stats import Stats
@@ -64,7 +64,7 @@ class SlotCheck:
             shown = ", ".join(tick.task.full_name for tick in checked[:5])
             more = f" and {len(checked) - 5} more" if len(checked) > 5 else ""
             what = f"checking {len(checked)} ticks ({shown}{more})"
-            self._outage.failed(what, exc, ticks=len(checked))
+            self._outage.failed(what, exc, ticks=heard(tick.task for tick in checked))
             return [tick for tick in ticks if not tick.checked]
         self._outage.succeeded()
         remaining: list[Tick] = []
@@ -74,8 +74,7 @@ class SlotCheck:
             if cursor is None or cursor < slots[tick.fire_time]:
                 remaining.append(tick)
                 continue
-            taken += 1
-            self._skips.skipped(tick.task, slots[tick.fire_time], "taken", count=False)
+            taken += self._skips.skipped(tick.task, slots[tick.fire_time], "taken", count=False)
         if taken:
             self._stats.add("ticks_not_acquired", taken)
             self._stats.add("ticks_checked_taken", taken)

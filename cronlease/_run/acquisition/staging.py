@@ -20,6 +20,7 @@ from datetime import datetime
 
 from cronlease._run.acquisition.membership import Membership
 from cronlease._run.acquisition.rendezvous import BACKUP, PREFERRED
+from cronlease._run.acquisition.skips import heard
 from cronlease._run.timer.ticks import Tick
 from cronlease._stats import Stats
 from cronlease._timing.schedule import slot_of
@@ -86,9 +87,8 @@ class Staging:
             elif not view.settled:
                 later.append((start + wait + 2 * delay, tick._replace(checked=True)))
             else:
-                left += 1
-        if left:
-            self._stats.add("ticks_left_to_peers", left)
-        if later:
-            self._stats.add("ticks_delayed", len(later))
+                left += not task.builtin
+        # a built-in task's ticks are not counted (docs/design.md §4.11)
+        self._stats.add("ticks_left_to_peers", left)
+        self._stats.add("ticks_delayed", heard(tick.task for _, tick in later))
         return now, later

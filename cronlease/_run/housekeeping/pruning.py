@@ -17,11 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cronlease._lease.store import LeaseStore
+from cronlease._run.housekeeping.builtin import HOUSEKEEPING_TASK, builtin_task
 from cronlease._task import Task
 from cronlease._timing.schedule import parse_duration
 from cronlease.errors import ConfigError
 
 __all__ = [
+    "HOUSEKEEPING_EVERY",
     "HOUSEKEEPING_TASK",
     "PRUNE_BATCH",
     "PRUNE_BUDGET_ROWS",
@@ -33,8 +35,9 @@ __all__ = [
     "prune_history",
 ]
 
-#: its name (not listed in ``Scheduler.tasks``)
-HOUSEKEEPING_TASK = "cronlease-housekeeping"
+#: its schedule, read when a scheduler declares it; a module value, like the stuck
+#: watcher's, so a test can make it due within seconds
+HOUSEKEEPING_EVERY = "1h"
 #: rows one statement deletes at most (one transaction each)
 PRUNE_BATCH = 2000
 #: how long one pass may prune, and how many rows, before it leaves the rest for the next
@@ -158,6 +161,6 @@ def housekeeping_task(
                 "" if pruned.complete else "; the pass used its budget, the next one goes on",
             )
 
-    return Task.declare(
-        prune, every="1h", name=HOUSEKEEPING_TASK, namespace=namespace, catchup="skip"
+    return builtin_task(
+        prune, every=HOUSEKEEPING_EVERY, name=HOUSEKEEPING_TASK, namespace=namespace
     )

@@ -9,8 +9,12 @@ another fence (:meth:`LeaseStore.abandon_expired`). Those of ``recover=True``
 tasks stay candidates of the attempt poll (:mod:`cronlease._run.housekeeping.attempt_poll`),
 which recovers them whether or not the watcher saw them first.
 
-It is declared by a scheduler with a task that asks for retries or recovery
-(docs/design.md §4.11): a fleet with none behaves exactly as before.
+Every scheduler declares it, whatever its tasks ask (docs/design.md §4.11):
+one leased statement a minute per fleet (per namespace), and a run whose
+replica died is marked within ``lease_ttl`` + :data:`WATCH_EVERY` (plus the
+pass's own lateness) of its last renewal. A built-in task
+(:mod:`cronlease._run.housekeeping.builtin`): the replicas competing for its
+lease each minute send no event, count nothing and log no per-tick line.
 """
 
 from __future__ import annotations
@@ -18,12 +22,11 @@ from __future__ import annotations
 import logging
 
 from cronlease._lease.store import LeaseStore
+from cronlease._run.housekeeping.builtin import STUCK_WATCHER_TASK, builtin_task
 from cronlease._task import Task
 
 __all__ = ["ABANDON_BATCH", "ABANDON_ROUNDS", "STUCK_WATCHER_TASK", "WATCH_EVERY", "watcher_task"]
 
-#: its name (not listed in ``Scheduler.tasks``)
-STUCK_WATCHER_TASK = "cronlease-stuck-watcher"
 #: runs one statement marks at most, and statements one pass makes at most
 ABANDON_BATCH = 1000
 ABANDON_ROUNDS = 10
@@ -62,10 +65,6 @@ def watcher_task(store: LeaseStore, namespace: str | None) -> Task:
     def stuck_watcher() -> None:
         watch(store)
 
-    return Task.declare(
-        stuck_watcher,
-        every=WATCH_EVERY,
-        name=STUCK_WATCHER_TASK,
-        namespace=namespace,
-        catchup="skip",
+    return builtin_task(
+        stuck_watcher, every=WATCH_EVERY, name=STUCK_WATCHER_TASK, namespace=namespace
     )

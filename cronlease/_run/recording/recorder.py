@@ -173,7 +173,12 @@ class Recorder:
         there would have every later tick of its task skipped as an overlap.
         """
         # a run recorded before its task returned was counted then
-        counted = Counter(entry.outcome for entry in batch if not entry.run.interrupted)
+        # a built-in task's runs are not counted (docs/design.md §4.11)
+        counted = Counter(
+            entry.outcome
+            for entry in batch
+            if not entry.run.interrupted and not entry.run.task.builtin
+        )
         for outcome, count in counted.items():
             self._stats.add(f"runs_{outcome}", count)
         failures: dict[Ended, StoreError] = {}
@@ -260,7 +265,7 @@ class Recorder:
         is said once, by whoever sees it end (run_lines.log_interrupted)."""
         if not runs:
             return
-        self._stats.add("runs_interrupted", len(runs))
+        self._stats.add("runs_interrupted", sum(not run.task.builtin for run in runs))
         try:
             self._store.finish_many(
                 [
@@ -291,7 +296,7 @@ class Recorder:
             timeout,
             run.lease.ttl,
         )
-        self._stats.add("runs_timed_out")
+        self._stats.add("runs_timed_out", not run.task.builtin)
         error = f"still running past its timeout of {timeout:g} s (the thread cannot be stopped)"
         try:
             self._store.finish_many(

@@ -55,14 +55,15 @@ def _what(fields: dict[str, Any]) -> str:
 
 
 def log_started(task: Task, lease: Lease) -> None:
-    if not logger.isEnabledFor(logging.INFO):
+    if task.builtin or not logger.isEnabledFor(logging.INFO):  # a built-in's: every minute
         return
     fields = run_fields(task, lease)
     logger.info("%s: started, %s", task.full_name, _what(fields), extra=fields)
 
 
 def log_finished(task: Task, lease: Lease, outcome: Outcome, duration: float) -> None:
-    if not logger.isEnabledFor(logging.INFO):
+    # a built-in's run is said only when it went wrong
+    if (task.builtin and outcome == "succeeded") or not logger.isEnabledFor(logging.INFO):
         return
     fields = run_fields(task, lease)
     fields["cronlease_outcome"] = outcome

@@ -65,7 +65,7 @@ class ActiveRuns:
         """Start renewing a won lease and count its run as in progress."""
 
         def on_lost() -> None:
-            self._stats.add("leases_lost")
+            self._stats.add("leases_lost", not task.builtin)  # its event is not heard either
             self._events.emit(RunLost(task=task.full_name, slot=lease.slot, fence=lease.fence))
 
         liveness = self._heartbeats.track(lease, on_lost)
