@@ -100,7 +100,8 @@ class Admission:
             lateness = timing.lateness - start
             if tick.kind == "scheduled" and lateness > grace:
                 self._stats.add("ticks_missed")
-                self._skips.skipped(task, timing.slot, "misfire")
+                if self._skips.skipped(task, timing.slot, "misfire"):
+                    continue  # it waited behind a database outage: said with it
                 self._streaks.warn(
                     task.full_name,
                     "misfire",
@@ -137,8 +138,8 @@ class Admission:
                 candidates.append(Candidate(tick, attempt, follows.until))
                 continue
             if task.full_name in running:
-                self._skips.skipped(task, timing.slot, "overlap")
-                self._skip_lines.counted(task.full_name, "overlap", "still running")
+                if not self._skips.skipped(task, timing.slot, "overlap"):
+                    self._skip_lines.counted(task.full_name, "overlap", "still running")
                 continue
             self._skip_lines.ended(task.full_name, "overlap")
             request = AcquireRequest(

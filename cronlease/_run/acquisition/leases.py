@@ -100,7 +100,8 @@ class Acquisition:
         if not candidates:
             return decision
         try:
-            self._ensure_schema()
+            with self._outage.waiting("creating the tables"):
+                self._ensure_schema()
         except StoreError as exc:
             self._failed(candidates, exc)
             return decision
@@ -135,11 +136,14 @@ class Acquisition:
         """One statement for ``candidates``: all attempts, or all first acquisitions."""
         try:
             requests = [candidate.request for candidate in candidates]
-            if isinstance(requests[0], AttemptRequest):
-                return self._store.reacquire_many(
-                    [r for r in requests if isinstance(r, AttemptRequest)]
+            with self._outage.waiting(lambda: f"acquiring {ticks_named(candidates)}"):
+                if isinstance(requests[0], AttemptRequest):
+                    return self._store.reacquire_many(
+                        [r for r in requests if isinstance(r, AttemptRequest)]
+                    )
+                return self._store.acquire_many(
+                    [r for r in requests if isinstance(r, AcquireRequest)]
                 )
-            return self._store.acquire_many([r for r in requests if isinstance(r, AcquireRequest)])
         except StoreError as exc:
             return exc
 

@@ -21,6 +21,7 @@ from datetime import datetime
 
 from cronlease._events import EventBus, SkipReason, TickSkipped
 from cronlease._run.replica_log.log_streaks import LogStreaks, say
+from cronlease._run.replica_log.outage import OutageLog
 from cronlease._run.timer.ticks import Tick
 from cronlease._stats import Stats
 from cronlease._task import Task
@@ -34,15 +35,21 @@ logger = logging.getLogger("cronlease")
 class Skips:
     """A replica's skipped ticks: counters, the per-task tally, events; thread-safe."""
 
-    def __init__(self, stats: Stats, events: EventBus) -> None:
+    def __init__(self, stats: Stats, events: EventBus, outage: OutageLog | None = None) -> None:
         self._stats = stats
+        self._outage = outage
         self._events = events
         self._by_task: dict[str, Counter[str]] = {}
         self._lock = threading.Lock()
         self._capacity_lines = LogStreaks(logger, level=logging.INFO)
 
-    def skipped(self, task: Task, slot: int, reason: SkipReason, count: bool = True) -> None:
-        """Report one skip; with ``count=False`` the caller counts in bulk (:meth:`count`)."""
+    def skipped(self, task: Task, slot: int, reason: SkipReason, count: bool = True) -> bool:
+        """Report one skip; with ``count=False`` the caller counts in bulk (:meth:`count`).
+
+        True when the skip is a database outage's (counted in its end line): the caller
+        then says nothing of it on its own. An ``error`` skip is counted by the caller's
+        :meth:`OutageLog.failed`, with its statement."""
+        absorbed = reason != "error" and self._outage is not None and self._outage.absorbs(slot)
         if count:
             self._stats.add(f"ticks_skipped_{reason}")
         with self._lock:
@@ -52,6 +59,7 @@ class Skips:
             tally[reason] += 1
         if self._events.wants(TickSkipped):
             self._events.emit(TickSkipped(task=task.full_name, slot=slot, reason=reason))
+        return absorbed
 
     def by_task(self) -> dict[str, dict[str, int]]:
         """Ticks skipped here since this replica started, by stored task name and reason."""
@@ -65,7 +73,8 @@ class Skips:
         """Ticks no worker of this replica was free for within their grace; never sent
         to the database, so another replica was free to take them."""
         for tick in ticks:
-            self.skipped(tick.task, slot_of(tick.fire_time), "capacity")
+            if self.skipped(tick.task, slot_of(tick.fire_time), "capacity"):
+                continue
             self._capacity_lines.counted(
                 tick.task.full_name, "capacity", "every worker of this replica was busy"
             )
@@ -79,7 +88,8 @@ class Skips:
         """A lease won past the tick's grace: the tick counts as missed, like one
         admission refused (the acquisition answered that late)."""
         self._stats.add("ticks_missed")
-        self.skipped(task, slot, "misfire")
+        if self.skipped(task, slot, "misfire"):
+            return  # it waited behind an outage: said with it
         say(
             logger,
             logging.WARNING,
