@@ -131,3 +131,19 @@ def test_a_new_failure_says_the_previous_end_first(caplog: pytest.LogCaptureFixt
         "database available again after 3.0 s",
         "database unavailable",
     ]
+
+
+def test_a_wait_ended_by_an_error_is_said_with_that_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clocks = Clocks()
+    outage, _ = make(clocks)
+    error = StoreError("connection timeout expired")
+    with caplog.at_level(logging.WARNING, logger="cronlease"):
+        with pytest.raises(StoreError), outage.waiting("acquiring 1 tick"):
+            clocks.tick(STALL_SECONDS)
+            raise error
+        outage.failed("a tick", error)
+    assert warnings(caplog) == [
+        f"database unavailable, a tick skipped (and later ticks until it answers): {error}"
+    ]

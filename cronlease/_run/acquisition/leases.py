@@ -100,8 +100,7 @@ class Acquisition:
         if not candidates:
             return decision
         try:
-            with self._outage.waiting("creating the tables"):
-                self._ensure_schema()
+            self._ensure_schema()  # not watched: an upgrade of a long history takes its time
         except StoreError as exc:
             self._failed(candidates, exc)
             return decision

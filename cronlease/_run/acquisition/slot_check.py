@@ -56,8 +56,8 @@ class SlotCheck:
             if tick.fire_time not in slots:
                 slots[tick.fire_time] = slot_of(tick.fire_time)
         try:
+            self._ensure_schema()  # not watched: an upgrade of a long history takes its time
             with self._outage.waiting(f"checking the slots of {len(checked)} tick(s)"):
-                self._ensure_schema()
                 cursors = self._store.fleet.slot_cursors([tick.task.full_name for tick in checked])
         except StoreError as exc:
             for tick in checked:

@@ -187,12 +187,16 @@ class OutageLog:
             self._waits[key] = wait
         try:
             yield
-        finally:
+        except BaseException:
             with self._lock:
                 del self._waits[key]
-            # one the watch did not see in time is an outage all the same
-            if not wait.declared and self._clock() - wait.since >= self._stall:
-                self._stalled(wait)
+            raise  # an error came back: the caller reports it, with its message
+        with self._lock:
+            del self._waits[key]
+        # an answer that came past the threshold, before the watch saw the wait: an
+        # outage all the same (the end follows at once)
+        if not wait.declared and self._clock() - wait.since >= self._stall:
+            self._stalled(wait)
 
     def watch(self) -> None:
         """Declare the outage of a wait past :data:`STALL_SECONDS` (called every second)."""
