@@ -7,8 +7,12 @@ in A's namespace: a blackhole, not a refusal — A's connections hang as on a
 real network) for longer than the lease TTL, then the rule goes. Required:
 A's run sees ``ctx.lost`` before B starts the task; no slot runs twice at the
 ledger; A starts nothing while cut off; A runs ticks again within 30 s of the
-healing. The partition is of the network, not of a backend's SQL: on
-PostgreSQL.
+healing. And what A says of it: one "database unavailable" line (no error
+comes back: a statement unanswered for 5 s starts the outage) and one
+"available again" line whose count of skipped ticks is the number of A's due
+ticks in the outage that it did not run, derived from the schedule, plus the
+lines of the run it cut short; nothing per tick. The partition is of the
+network, not of a backend's SQL: on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -139,17 +143,29 @@ def check_outage_lines(
     healed_at: float,
 ) -> None:
     """The cut cost one line when it began and one when it ended, plus the lines of the
-    run it cut short; the end line's count is the ticks the replica did not run."""
+    run it cut short (its lease lost or not renewed, its outcome not recorded, and its
+    task's failure alert: the run's, not the outage's, each at most once); the end
+    line's count is the ticks the replica did not run."""
     long = f"{task_name}-long"
-    kinds: dict[str, list[str]] = {"unavailable": [], "again": [], "lease": [], "failing": []}
+    kinds: dict[str, list[str]] = {
+        "unavailable": [],
+        "again": [],
+        "lease": [],
+        "record": [],
+        "failing": [],
+    }
     other = []
     for line in said:
         if "database unavailable" in line:
             kinds["unavailable"].append(line)
         elif "database available again" in line:
             kinds["again"].append(line)
-        elif line.split()[2] == long and ("lost its lease" in line or "renew the lease" in line):
+        elif (f"{long} (slot" in line and "lost its lease" in line) or (
+            f"cannot renew the lease of {long} " in line
+        ):
             kinds["lease"].append(line)  # the run it cut short: its lease
+        elif f"{long} (slot" in line and "could not record the outcome" in line:
+            kinds["record"].append(line)  # ... its outcome, if the finish timed out
         elif line.split()[2] == long and "is failing" in line:
             kinds["failing"].append(line)  # ... and that task's failure alert (alert_after=1)
         else:
@@ -159,6 +175,7 @@ def check_outage_lines(
         "unavailable": 1,
         "again": 1,
         "lease": counts["lease"] and 1,
+        "record": counts["record"] and 1,
         "failing": counts["failing"] and 1,
         "other": 0,
     }, counts

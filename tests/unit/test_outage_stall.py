@@ -147,3 +147,24 @@ def test_a_wait_ended_by_an_error_is_said_with_that_error(
     assert warnings(caplog) == [
         f"database unavailable, a tick skipped (and later ticks until it answers): {error}"
     ]
+
+
+def test_a_wait_sent_during_an_outage_that_answers_after_it_is_no_new_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A statement sent on a connection that died in the outage answers a while after
+    another one ended it: still that outage's, not a second one."""
+    clocks = Clocks()
+    outage, seen = make(clocks)
+    with caplog.at_level(logging.WARNING, logger="cronlease"):
+        outage.failed("a tick", StoreError("connection timeout expired"))
+        clocks.tick(20.0)
+        with outage.waiting("checking the slots of 4 tick(s)"):
+            clocks.tick(STALL_SECONDS - 1)
+            outage.watch()
+            outage.succeeded()  # a renewal answered: the outage is over
+            clocks.tick(2.0)
+            outage.watch()
+        outage.succeeded()
+    assert [type(e) for e in seen] == [DatabaseUnavailable, DatabaseRecovered]
+    assert len(warnings(caplog)) == 2, warnings(caplog)

@@ -96,6 +96,7 @@ class OutageLog:
         self._stall = stall_seconds
         self._waits: dict[int, _Wait] = {}
         self._ended: _Ended | None = None
+        self._last_end = float("-inf")  # monotonic: when the last outage ended
         # set while an acquirer runs: it says the end line once it decided the backlog
         self._wake: Callable[[], None] | None = None
         self._stats = stats
@@ -212,16 +213,21 @@ class OutageLog:
 
     def _stalled(self, wait: _Wait) -> None:
         """``wait`` has had no answer for too long: the outage starts when it was sent."""
-        if self._ended is not None:
-            self.say_end()
         with self._lock:
             now = self._clock()
             for other in self._waits.values():
                 if now - other.since >= self._stall:
                     other.declared = True  # one outage, one line, however many waited
             wait.declared = True
+            if self._down_since is not None or wait.since <= self._last_end:
+                # down already (its statements fail), or it was sent during the outage
+                # that just ended (a connection that died in it): the same outage
+                return
+        if self._ended is not None:
+            self.say_end()
+        with self._lock:
             if self._down_since is not None:
-                return  # down already (its statements fail): the same outage
+                return
             self._down_since = self._reminded_at = wait.since
         waited = now - wait.since
         what = wait.what() if callable(wait.what) else wait.what
@@ -285,7 +291,7 @@ class OutageLog:
             if any(now - wait.since >= self._stall for wait in self._waits.values()):
                 return  # part of this replica still waits on the database
             self._ended = _Ended(self._down_since, now, self._wall())
-            self._down_since = None
+            self._down_since, self._last_end = None, now
             wake = self._wake
         if wake is None:
             self.say_end()
