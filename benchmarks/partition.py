@@ -14,7 +14,11 @@ replicas and tasks of its own. Per round:
 - A back: from the healing until A starts a run again;
 - missed: slots of the eight short tasks not run, from the cut until A is back;
 - twice: (task, slot) run twice in the round (any task);
-- A's WARNING and ERROR lines from the cut until A is back (plus 5 s).
+- A's WARNING and ERROR lines from the cut until A is back (plus 5 s): expected, the
+  outage's two (a statement unanswered for 5 s starts it) and the lines of the run it
+  cut short (its lease, the task's failure alert, an outcome it could not record);
+- skipped: the count A's "available again" line gives, against the ticks of its nine
+  tasks that came due in the outage it reported and that it did not run.
 
 Needs root (namespaces, iptables) and the test PostgreSQL
 (``CRONLEASE_BENCH_POSTGRES_URL``).
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import time
 import uuid
@@ -114,6 +119,20 @@ def one_round(url: str, cut_for: float) -> tuple[dict[str, float], list[str]]:
         if (" WARNING " in line or " ERROR " in line)
         and cut_at <= float(line.split()[0]) <= back_at + 5
     ]
+    said_skipped, due = -1, -1
+    for line in said:
+        found = re.search(r"available again after ([0-9.]+) s; (\d+) tick", line)
+        if found:
+            ended = float(line.split()[0])
+            began = ended - float(found[1])
+            names = (long, *(f"{prefix}-{i}" for i in range(SHORT)))
+            mine = {(name, slot) for name, slot, pid in rows if pid == a.popen.pid}
+            said_skipped = int(found[2])
+            due = sum(
+                (name, second * 1000) not in mine
+                for name in names
+                for second in range(math.ceil(began), math.floor(ended) + 1)
+            )
     figures = {
         "lost": lost - cut_at,
         "takeover": min(taken) - cut_at,
@@ -122,6 +141,8 @@ def one_round(url: str, cut_for: float) -> tuple[dict[str, float], list[str]]:
         "slots": len(seconds) * SHORT,
         "twice": twice,
         "lines": len(said),
+        "skipped": said_skipped,
+        "due": due,
     }
     return figures, said
 
@@ -155,6 +176,7 @@ def main() -> None:
             f"{r['missed']:.0f} of {r['slots']:.0f}",
             f"{r['twice']:.0f}",
             f"{r['lines']:.0f}",
+            f"{r['skipped']:.0f} of {r['due']:.0f}",
         ]
         for number, r in enumerate(rounds, 1)
     ]
@@ -167,6 +189,7 @@ def main() -> None:
             f"{median(r['missed'] for r in rounds):.0f}",
             f"{sum(r['twice'] for r in rounds):.0f} (sum)",
             f"{median(r['lines'] for r in rounds):.0f}",
+            "",
         ]
     )
     table(
@@ -178,6 +201,7 @@ def main() -> None:
             "slots missed",
             "slots twice",
             "A's WARNING/ERROR lines",
+            "A's end line: skipped of due",
         ],
         rows,
     )

@@ -93,17 +93,17 @@ class TickRunner:
         self.pulse = Pulse()  # beaten by the acquirer, read by health()
         #: skipped ticks, counted by reason and tallied per task (a forked child makes a
         #: new runner, so a fresh tally)
-        self.skips = skips = Skips(self.stats, self.events)
+        self.skips = skips = Skips(self.stats, self.events, self.outage)
         self._admission = Admission(holder, self.stats, skips, roles)
         #: this replica's member row and view of the fleet; started and stopped with
         #: the firing (cronlease/_run/timer/fire.py)
-        self.membership = Membership(store, holder, roles)
-        self._staging = Staging(self.stats, self.membership)
+        self.membership = Membership(store, holder, roles, self.outage)
+        self._staging = Staging(self.stats, self.membership, self.outage)
         self._slot_check = SlotCheck(store, self.stats, skips, self.outage, self.ensure_schema)
         self._acquisition = Acquisition(
             store, self.stats, skips, self.outage, self.ensure_schema, self.membership
         )
-        self._active = ActiveRuns(store, self.stats, self.events)
+        self._active = ActiveRuns(store, self.stats, self.events, self.outage)
         self._execution = Execution(self._active, self.events, loop_getter, self._timed_out)
         self._recorder = Recorder(store, self._active, self.stats, self.events)
         self._schema_ready = False

@@ -7,12 +7,18 @@ in A's namespace: a blackhole, not a refusal — A's connections hang as on a
 real network) for longer than the lease TTL, then the rule goes. Required:
 A's run sees ``ctx.lost`` before B starts the task; no slot runs twice at the
 ledger; A starts nothing while cut off; A runs ticks again within 30 s of the
-healing. The partition is of the network, not of a backend's SQL: on
-PostgreSQL.
+healing. And what A says of it: one "database unavailable" line (no error
+comes back: a statement unanswered for 5 s starts the outage) and one
+"available again" line whose count of skipped ticks is the number of A's due
+ticks in the outage that it did not run, derived from the schedule, plus the
+lines of the run it cut short; nothing per tick. The partition is of the
+network, not of a backend's SQL: on PostgreSQL.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from pathlib import Path
 
@@ -120,3 +126,84 @@ def test_a_replica_cut_off_mid_run_loses_its_lease_first_and_comes_back(
     ]
     print(f"A's warnings and errors from the cut to 30 s after the healing ({len(said)}):")
     print("\n".join(said))
+    check_outage_lines(said, a, url, task_name, names, cut_at, healed_at)
+
+
+#: all nine tasks of partition_replica.py fire at every whole second
+PER_INSTANT = 9
+
+
+def check_outage_lines(
+    said: list[str],
+    a: Proc,
+    url: str,
+    task_name: str,
+    names: list[str],
+    cut_at: float,
+    healed_at: float,
+) -> None:
+    """The cut cost one line when it began and one when it ended, plus the lines of the
+    run it cut short (its lease lost or not renewed, its outcome not recorded, and its
+    task's failure alert: the run's, not the outage's, each at most once); the end
+    line's count is the ticks the replica did not run."""
+    long = f"{task_name}-long"
+    kinds: dict[str, list[str]] = {
+        "unavailable": [],
+        "again": [],
+        "lease": [],
+        "record": [],
+        "failing": [],
+    }
+    other = []
+    for line in said:
+        if "database unavailable" in line:
+            kinds["unavailable"].append(line)
+        elif "database available again" in line:
+            kinds["again"].append(line)
+        elif (f"{long} (slot" in line and "lost its lease" in line) or (
+            f"cannot renew the lease of {long} " in line
+        ):
+            kinds["lease"].append(line)  # the run it cut short: its lease
+        elif f"{long} (slot" in line and "could not record the outcome" in line:
+            kinds["record"].append(line)  # ... its outcome, if the finish timed out
+        elif line.split()[2] == long and "is failing" in line:
+            kinds["failing"].append(line)  # ... and that task's failure alert (alert_after=1)
+        else:
+            other.append(line)
+    counts = {kind: len(lines) for kind, lines in kinds.items()} | {"other": len(other)}
+    assert counts == {
+        "unavailable": 1,
+        "again": 1,
+        "lease": counts["lease"] and 1,
+        "record": counts["record"] and 1,
+        "failing": counts["failing"] and 1,
+        "other": 0,
+    }, counts
+    (start_line,), (end_line,) = kinds["unavailable"], kinds["again"]
+    assert float(start_line.split()[0]) < float(end_line.split()[0])
+    # "... database available again after 10.4 s; 95 tick(s) were skipped"
+    found = re.search(r"after ([0-9.]+) s; (\d+) tick\(s\) were skipped", end_line)
+    assert found, end_line
+    lasted, skipped = float(found[1]), int(found[2])
+    ended = float(end_line.split()[0])
+    began = ended - lasted
+    # the outage as the replica saw it: from its first statement left unanswered after
+    # the cut (it sends one every second) until one answered after the healing
+    assert cut_at - 1.5 <= began <= cut_at + 2.5, (began - cut_at, end_line)
+    assert ended >= healed_at - 0.5, (ended - healed_at, end_line)
+    # The truth from the schedule: every task ticks each whole second; the replica did not
+    # run a tick whose slot fell in [began, ended] (checked above: it started nothing).
+    rows = ledger.rows_like(url, task_name)
+    ran = {(name, slot) for name, slot, pid in rows if pid == a.popen.pid}
+    due = [
+        (name, second * 1000)
+        for name in names
+        for second in range(math.ceil(began), math.floor(ended) + 1)
+        if (name, second * 1000) not in ran
+    ]
+    print(f"the end line: {skipped} skipped; due in its window and not run: {len(due)}")
+    # One instant either way at each edge (nine ticks: all tasks share it): the line's
+    # duration is rounded to 0.1 s and said after the backlog was decided, and a tick
+    # whose statement went out just before the first unanswered one, or that was decided
+    # just after the answer, is at the edge.
+    assert abs(skipped - len(due)) <= 2 * PER_INSTANT, (skipped, len(due), end_line)

@@ -44,6 +44,8 @@ class Acquirer:
 
     def start(self) -> None:
         self._runner.pulse.beat()
+        # an outage's end line waits for the pass that decides the ticks queued behind it
+        self._runner.outage.defer_end(self._wake)
         self._thread = threading.Thread(target=self._loop, name="cronlease-acquirer", daemon=True)
         self._thread.start()
 
@@ -67,6 +69,7 @@ class Acquirer:
         # deadline or None, tick), offered again as soon as a worker frees
         waiting: list[tuple[float | None, Tick]] = []
         workers = self._runner.workers
+        outage = self._runner.outage
         while True:
             wakes = [timers[0][0]] if timers else []
             wakes += [deadline for deadline, _ in waiting if deadline is not None]
@@ -75,6 +78,7 @@ class Acquirer:
                 first = self._inbox.get(timeout=timeout)
             except queue.Empty:
                 first = []
+            began = time.monotonic()  # what was queued before is in this pass
             stop = first is None
             fired = [] if first is None else list(first)
             while not stop:  # everything else already waiting goes in the same batch
@@ -124,10 +128,26 @@ class Acquirer:
                     waiting.append((deadline, tick))
             if fired:
                 self._runner.pulse.beat()  # a pass APScheduler fired is decided
+            ending = outage.ending
+            if (
+                ending is not None
+                and (stop or began > ending[0])
+                and not _fired_by(timers, ending[1])
+            ):
+                # every tick fired before the outage ended is decided: its count is true
+                outage.say_end()
             if stop:
+                outage.defer_end(None)
+                outage.say_end()
                 return
             if waiting:
                 workers.when_free(self._wake)
+
+
+def _fired_by(timers: list[tuple[float, int, Tick]], wall: float) -> bool:
+    """Whether a scheduled tick fired at or before ``wall`` (epoch) waits on the timers
+    (a backup's check, 0.1 s after it was staged)."""
+    return any(t.kind == "scheduled" and t.fire_time.timestamp() <= wall for _, _, t in timers)
 
 
 def distinct_tasks(ticks: list[Tick]) -> list[list[Tick]]:

@@ -99,9 +99,11 @@ class Admission:
             start = task.jitter_for(fire_time) if task.jitter else 0.0
             lateness = timing.lateness - start
             if tick.kind == "scheduled" and lateness > grace:
+                self._stats.add("ticks_missed", not task.builtin)
                 if not self._skips.skipped(task, timing.slot, "misfire"):
-                    continue  # a built-in task's: the next pass does its work, unsaid
-                self._stats.add("ticks_missed")
+                    # a built-in task's (the next pass does its work), or one that
+                    # waited behind a database outage (said with it)
+                    continue
                 self._streaks.warn(
                     task.full_name,
                     "misfire",

@@ -100,7 +100,7 @@ class Acquisition:
         if not candidates:
             return decision
         try:
-            self._ensure_schema()
+            self._ensure_schema()  # not watched: an upgrade of a long history takes its time
         except StoreError as exc:
             self._failed(candidates, exc)
             return decision
@@ -135,11 +135,14 @@ class Acquisition:
         """One statement for ``candidates``: all attempts, or all first acquisitions."""
         try:
             requests = [candidate.request for candidate in candidates]
-            if isinstance(requests[0], AttemptRequest):
-                return self._store.reacquire_many(
-                    [r for r in requests if isinstance(r, AttemptRequest)]
+            with self._outage.waiting(lambda: f"acquiring {ticks_named(candidates)}"):
+                if isinstance(requests[0], AttemptRequest):
+                    return self._store.reacquire_many(
+                        [r for r in requests if isinstance(r, AttemptRequest)]
+                    )
+                return self._store.acquire_many(
+                    [r for r in requests if isinstance(r, AcquireRequest)]
                 )
-            return self._store.acquire_many([r for r in requests if isinstance(r, AcquireRequest)])
         except StoreError as exc:
             return exc
 
@@ -197,9 +200,12 @@ class Acquisition:
             if retry is not None:
                 decision.retries.append(retry)
                 continue
-            if not self._skips.skipped(tick.task, candidate.request.slot, reason, count=False):
-                continue  # a built-in task's: no count, no line
+            said = self._skips.skipped(tick.task, candidate.request.slot, reason, count=False)
+            if tick.task.builtin:
+                continue  # no count, no line
             refusals[reason] += 1
+            if not said:
+                continue  # a database outage's: said in its end line
             if reason == "future":
                 self._streaks.warn(
                     tick.task.full_name,

@@ -42,6 +42,7 @@ from cronlease._lease.membership import MemberBeat, Members
 from cronlease._lease.store import LeaseStore
 from cronlease._roles import can_run, encode
 from cronlease._run.acquisition.rendezvous import Ranking
+from cronlease._run.replica_log.outage import OutageLog
 from cronlease._task import Task
 from cronlease.errors import StoreError
 
@@ -137,8 +138,16 @@ class FleetView:
 class Membership:
     """Owns the member thread and the latest :class:`FleetView`."""
 
-    def __init__(self, store: LeaseStore, holder: str, roles: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        store: LeaseStore,
+        holder: str,
+        roles: tuple[str, ...] = (),
+        outage: OutageLog | None = None,
+    ) -> None:
         self._store = store
+        # a renewal left unanswered starts an outage; one answered ends it (§4.4)
+        self._outage = outage
         self._holder = holder
         self._roles = roles
         self._view: FleetView | None = None
@@ -195,7 +204,12 @@ class Membership:
             namespace=self._namespace,
             roles=encode(self._roles),
         )
-        members = self._store.fleet.renew([beat])
+        if self._outage is None:
+            members = self._store.fleet.renew([beat])
+        else:
+            with self._outage.waiting("renewing this replica's fleet membership"):
+                members = self._store.fleet.renew([beat])
+            self._outage.answered()
         self._view = self._read(members, beat.task_set)
         return self._view
 

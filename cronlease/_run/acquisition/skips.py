@@ -26,6 +26,7 @@ from datetime import datetime
 
 from cronlease._events import EventBus, SkipReason, TickSkipped
 from cronlease._run.replica_log.log_streaks import LogStreaks, say
+from cronlease._run.replica_log.outage import OutageLog
 from cronlease._run.timer.ticks import Tick
 from cronlease._stats import Stats
 from cronlease._task import Task
@@ -44,8 +45,9 @@ def heard(tasks: Iterable[Task]) -> int:
 class Skips:
     """A replica's skipped ticks: counters, the per-task tally, events; thread-safe."""
 
-    def __init__(self, stats: Stats, events: EventBus) -> None:
+    def __init__(self, stats: Stats, events: EventBus, outage: OutageLog | None = None) -> None:
         self._stats = stats
+        self._outage = outage
         self._events = events
         self._by_task: dict[str, Counter[str]] = {}
         self._lock = threading.Lock()
@@ -54,9 +56,14 @@ class Skips:
     def skipped(self, task: Task, slot: int, reason: SkipReason, count: bool = True) -> bool:
         """Report one skip; with ``count=False`` the caller counts in bulk (:meth:`count`).
 
-        False for a built-in task's: not reported, and not for the caller to count."""
+        Whether the caller says a line of its own about it. False for a built-in
+        task's (not reported at all: a caller counting in bulk leaves it out too,
+        :func:`heard`) and for one a database outage absorbed (reported and counted,
+        but said in the outage's end line). An ``error`` skip is counted by the
+        caller's :meth:`OutageLog.failed`, with its statement."""
         if task.builtin:
             return False
+        absorbed = reason != "error" and self._outage is not None and self._outage.absorbs(slot)
         if count:
             self._stats.add(f"ticks_skipped_{reason}")
         with self._lock:
@@ -66,7 +73,7 @@ class Skips:
             tally[reason] += 1
         if self._events.wants(TickSkipped):
             self._events.emit(TickSkipped(task=task.full_name, slot=slot, reason=reason))
-        return True
+        return not absorbed
 
     def by_task(self) -> dict[str, dict[str, int]]:
         """Ticks skipped here since this replica started, by stored task name and reason."""
@@ -94,9 +101,11 @@ class Skips:
     def won_too_late(self, task: Task, fire_time: datetime, slot: int, late: float) -> None:
         """A lease won past the tick's grace: the tick counts as missed, like one
         admission refused (the acquisition answered that late)."""
-        if not self.skipped(task, slot, "misfire"):
+        if task.builtin:
             return
         self._stats.add("ticks_missed")
+        if not self.skipped(task, slot, "misfire"):
+            return  # it waited behind an outage: said with it
         say(
             logger,
             logging.WARNING,

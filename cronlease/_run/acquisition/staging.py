@@ -21,6 +21,7 @@ from datetime import datetime
 from cronlease._run.acquisition.membership import Membership
 from cronlease._run.acquisition.rendezvous import BACKUP, PREFERRED
 from cronlease._run.acquisition.skips import heard
+from cronlease._run.replica_log.outage import OutageLog
 from cronlease._run.timer.ticks import Tick
 from cronlease._stats import Stats
 from cronlease._timing.schedule import slot_of
@@ -35,9 +36,13 @@ BACKUP_DELAY = 0.1
 class Staging:
     """Stages fired ticks on the acquirer thread, from this replica's view of the fleet."""
 
-    def __init__(self, stats: Stats, membership: Membership) -> None:
+    def __init__(
+        self, stats: Stats, membership: Membership, outage: OutageLog | None = None
+    ) -> None:
         self._stats = stats
         self._membership = membership
+        # a tick left to peers during an outage is one this replica did not run
+        self._outage = outage
 
     def stage(self, ticks: Sequence[Tick]) -> tuple[list[Tick], list[tuple[float, Tick]]]:
         """Split fired ticks into those to acquire now and [(monotonic time, tick)] to
@@ -87,8 +92,11 @@ class Staging:
             elif not view.settled:
                 later.append((start + wait + 2 * delay, tick._replace(checked=True)))
             else:
-                left += not task.builtin
-        # a built-in task's ticks are not counted (docs/design.md §4.11)
+                if task.builtin:
+                    continue  # not counted (docs/design.md §4.11)
+                left += 1
+                if self._outage is not None:
+                    self._outage.absorbs(slot)
         self._stats.add("ticks_left_to_peers", left)
         self._stats.add("ticks_delayed", heard(tick.task for _, tick in later))
         return now, later

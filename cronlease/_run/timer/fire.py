@@ -68,6 +68,7 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
         # this start's threads: close_pool closes these, whatever a later start opens
         self._close_threads = self._workers.open()
         self._acquirer = Acquirer(runner)
+        self._watch_waits = runner.outage.watch
         # the ticks of the current _process_jobs pass, until flush() (scheduler thread)
         self._pending: Fired = []
         self._pending_lock = threading.Lock()
@@ -98,6 +99,13 @@ class LeaseExecutor(BaseExecutor):  # type: ignore[misc]
             pending, self._pending = self._pending, []
         if pending:
             self._acquirer.put(pending)
+
+    def after_pass(self) -> None:
+        """After each pass of APScheduler's (at least every second): the pass's ticks to
+        the acquirer, and a statement unanswered too long declared an outage (the
+        acquirer may be the thread that waits)."""
+        self.flush()
+        self._watch_waits()
 
     def submit(self, work: Callable[[], object]) -> None:
         """Run a won tick's work on the worker pool: how catch-up
@@ -153,7 +161,7 @@ class BatchingScheduler(BackgroundScheduler):  # type: ignore[misc]
         finally:
             for executor in list(self._executors.values()):
                 if isinstance(executor, LeaseExecutor):
-                    executor.flush()
+                    executor.after_pass()
         # None: no job at all (or paused), nothing to watch for until one is added
         return None if wait_seconds is None else min(wait_seconds, WAKE_INTERVAL)
 

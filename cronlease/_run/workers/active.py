@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from cronlease._events import EventBus, RunLost
 from cronlease._lease.model import Lease, Outcome
 from cronlease._lease.store import LeaseStore
+from cronlease._run.replica_log.outage import OutageLog
 from cronlease._run.workers.heartbeat import Heartbeats
 from cronlease._stats import Stats
 from cronlease._task import Liveness, Task
@@ -52,10 +53,12 @@ class ActiveRun:
 class ActiveRuns:
     """The registry of runs in progress; thread-safe."""
 
-    def __init__(self, store: LeaseStore, stats: Stats, events: EventBus) -> None:
+    def __init__(
+        self, store: LeaseStore, stats: Stats, events: EventBus, outage: OutageLog | None = None
+    ) -> None:
         self._stats = stats
         self._events = events
-        self._heartbeats = Heartbeats(store)
+        self._heartbeats = Heartbeats(store, outage)
         self._runs: dict[str, ActiveRun] = {}
         self._changed = threading.Condition()
         # closed while runs were still going: close the heartbeats when the last one ends

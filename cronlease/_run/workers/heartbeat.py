@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from cronlease._lease.model import Lease
 from cronlease._lease.store import LeaseStore
+from cronlease._run.replica_log.outage import OutageLog
 from cronlease._task import Liveness
 from cronlease.errors import StoreError
 
@@ -41,8 +42,10 @@ class _Tracked:
 class Heartbeats:
     """Renews the leases of runs in progress until told to stop."""
 
-    def __init__(self, store: LeaseStore) -> None:
+    def __init__(self, store: LeaseStore, outage: OutageLog | None = None) -> None:
         self._store = store
+        # a renewal left unanswered starts an outage; one answered ends it
+        self._outage = outage
         self._tracked: dict[int, _Tracked] = {}
         self._changed = threading.Condition()
         # held while a renewal is in flight
@@ -115,7 +118,7 @@ class Heartbeats:
                 return
             sent_at = time.monotonic()
             try:
-                ours = self._store.heartbeat_many([entry.lease for entry in batch])
+                ours = self._renew_leases([entry.lease for entry in batch])
             except StoreError as exc:
                 for entry in batch:
                     self._failed(entry, exc)
@@ -146,6 +149,15 @@ class Heartbeats:
             with self._changed:
                 for entry in lost:
                     self._tracked.pop(id(entry.liveness), None)
+
+    def _renew_leases(self, leases: list[Lease]) -> list[bool]:
+        outage = self._outage
+        if outage is None:
+            return self._store.heartbeat_many(leases)
+        with outage.waiting(lambda: f"renewing {len(leases)} lease(s)"):
+            ours = self._store.heartbeat_many(leases)
+        outage.answered()
+        return ours
 
     def _failed(self, entry: _Tracked, exc: Exception) -> None:
         lease = entry.lease
