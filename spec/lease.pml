@@ -15,9 +15,13 @@
  * tests/support/spin_model.py turns into the counterexample's story; pan prints nothing.
  *
  * Mutations, one at a time (spin -DNAME): NO_EXPIRY, NO_REACQUIRE_EXPIRY, NO_HB_FENCE,
- * NO_NONCE_CHECK, NO_SLOT_CURSOR, NO_HOLDER_MATCH, REFENCE_FENCE_MATCH. LOST_WRITES adds a standby that misses commits
- * and one failover to it; the properties that hold only without lost writes are then
- * checked only until the failover (SAFE_WITHOUT_LOSS).
+ * NO_NONCE_CHECK, NO_SLOT_CURSOR, NO_HOLDER_MATCH, REFENCE_FENCE_MATCH, NO_REASSERT_FENCE,
+ * NO_GIVE_BACK. LOST_WRITES adds a standby that misses commits and one failover to it;
+ * the properties that hold only without lost writes are then checked only until the
+ * failover (SAFE_WITHOUT_LOSS). P2_LOST (with LOST_WRITES) checks P2 to the end for
+ * living holders: runs not told they lost their lease (gone), except a run started by a
+ * replica that had not seen the other run's lease (BLIND) or beside a lease whose
+ * renewals the failover lost (SHORT); design §10.2.
  *
  * Progress (docs/design.md, "Liveness"): WATCH=W schedules the stuck watcher at least
  * every W ticks (the clock does not pass a tick without a pass) and checks that a run
@@ -36,8 +40,12 @@
 #define NS 2
 #endif
 #define NA 2            /* attempt 1: the tick's acquisition; 2: one retry or recovery */
+#ifndef GAP
 #define GAP 2           /* clock ticks between slots: slot s is due at s * GAP */
+#endif
+#ifndef TTL
 #define TTL 2           /* lease length */
+#endif
 #define TOL 0           /* future-slot tolerance, in ticks */
 #define CLOCK_ERR 1     /* a replica's clock error: its timer fires up to this early */
 #ifndef MAXT
@@ -71,6 +79,7 @@
 #define FAILED 3
 #define ABANDONED 4
 #define LOST 5
+#define MISSED 6        /* a slot given up: won, never run (LostWrites._renumber_or_give_up) */
 
 /* a replica's phase */
 #define IDLE 0
@@ -78,6 +87,7 @@
 #define REFENCE 2       /* won with a fence this replica saw issued before */
 #define RUN 3           /* its worker executes the task */
 #define CAND 4          /* read an attempt candidate; about to reacquire */
+#define GIVEBACK 5      /* won with a fence seen issued before, while that lease may still be held */
 
 /* The guards a mutation removes (one at a time): each is 1 under its mutation. */
 #ifdef NO_EXPIRY
@@ -123,6 +133,12 @@
 #else
 #define G_REFENCE(r) (l_holder == ln[r])
 #endif
+/* NO_REASSERT_FENCE: the holder writes its lease back whenever its renewal fails */
+#ifdef NO_REASSERT_FENCE
+#define G_REASSERT(r) 1
+#else
+#define G_REASSERT(r) (l_fence < lf[r])
+#endif
 #ifdef NO_WATCHER_EXPIRY
 #define G_STUCK_EXPIRED 0
 #else
@@ -160,6 +176,12 @@ byte manuals = 0;               /* run_now requests made (at most one) */
 /* the run row of replica r's lease */
 #define ROW(r) (lm[r] -> MIX : RIX(ls[r], la[r]))
 byte seen_s[NR]; byte seen_f[NR];                       /* watermark.py */
+/* Seen.held_until: the expiry of the lease of seen_f as last seen held by another
+   attempt, 0 if none (a held lease expires at 2 or later); only with LOST_WRITES, where
+   it decides something (a win with a fence not above the one seen) */
+byte seen_h[NR];
+/* Seen.held_for(TTL): the lease seen may still be held, until its expiry plus one TTL */
+#define HELD(r) (seen_h[r] && seen_h[r] + TTL >= now)
 byte nonces = 0;        /* the last nonce handed out: a nonce is never reused */
 byte crashes = 0;
 
@@ -170,6 +192,44 @@ byte started[ROWS];     /* worker starts per (slot, attempt), all replicas */
 byte own_started[NR * ROWS];    /* the same per replica, since its last restart */
 byte issued = 0;        /* the highest fence the database issued */
 byte last_fence[NR];    /* the fence of the replica's previous run since its last restart */
+#ifdef P2_LOST
+byte seen_n[NR];        /* the nonce of the lease of seen_f, as seen */
+byte wseen[NR]; byte wseen_n[NR];   /* seen_f and seen_n when it won its lease */
+/* its run started beside a live run (of the other replica) whose fence it had not seen
+   (BLIND), or whose renewals the failover lost, the lease row showing it expired early
+   (SHORT) */
+byte beside[NR];
+#define BLIND 1
+#define SHORT 2
+bool cut[NR];         /* the failover put its lease back with an earlier expiry */
+bool gone[NR];          /* its run was told it lost its lease (ctx.lost, sticky): a renewal
+                           refused, or one after its lease expired */
+#define GONE(r) gone[r] = 1
+#define LAPSED(r) if :: until[r] < now -> gone[r] = 1 :: else fi
+#define BESIDE(r) \
+    if \
+    :: exec[1 - (r)] && until[1 - (r)] >= now && !gone[1 - (r)] \
+        && (wseen[r] < lf[1 - (r)] || wseen[r] == lf[1 - (r)] && wseen_n[r] != ln[1 - (r)]) -> beside[r] = BLIND \
+    :: exec[1 - (r)] && until[1 - (r)] >= now && !gone[1 - (r)] && cut[1 - (r)] -> beside[r] = SHORT \
+    :: else \
+    fi
+#define WSEEN(r) wseen[r] = seen_f[r]; wseen_n[r] = seen_n[r]
+#define SEEN_N(r, n) seen_n[r] = (n)
+#define UNBLIND(r) beside[r] = 0; wseen[r] = 0; wseen_n[r] = 0; gone[r] = 0; cut[r] = 0
+#define SHORTEN(r) \
+    if :: exec[r] && s_exists && s_fence == lf[r] && s_holder == ln[r] && s_exp < until[r] -> cut[r] = 1 \
+    :: else fi
+#define RENEWED(r) cut[r] = 0
+#else
+#define GONE(r) skip
+#define LAPSED(r) skip
+#define BESIDE(r) skip
+#define WSEEN(r) skip
+#define SEEN_N(r, n) skip
+#define UNBLIND(r) skip
+#define SHORTEN(r) skip
+#define RENEWED(r) skip
+#endif
 
 #ifdef WATCH
 byte watched = 0;       /* the time of the stuck watcher's last pass */
@@ -200,6 +260,9 @@ bool hb_lost[NR];
     || ((r_out[CAND_ROW] == RUNNING || r_out[CAND_ROW] == ABANDONED) && l_exp < now)))
 
 /* P2, checked in every state by a process of its own */
+#ifndef P2_EXEMPT
+#define P2_EXEMPT (beside[0] || beside[1])
+#endif
 #define OVERLAP (exec[0] && exec[1] && until[0] >= now && until[1] >= now)
 /* a live run: its worker executes, under a lease the database granted until >= now */
 #define LIVE(r, f, h) (exec[r] && lf[r] == (f) && ln[r] == (h) && until[r] >= now)
@@ -300,6 +363,7 @@ inline start(r) {
     assert(lf[r] > last_fence[r]);
 #endif
     last_fence[r] = lf[r];
+    BESIDE(r);
     if :: !lm[r] -> DECIDE(ls[r]) :: else fi;
     exec[r] = 1;
     ph[r] = RUN
@@ -314,12 +378,20 @@ inline forget_request(r) {
 inline won_lease(r, fence) {
     lf[r] = fence; ln[r] = req_n[r]; ls[r] = req_s[r]; la[r] = req_a[r]; until[r] = l_exp;
     lm[r] = req_m[r];
+    WSEEN(r);
     forget_request(r);
     /* a manual win: the row's cursor not read (Watermarks.saw(slot None)) */
     if :: !lm[r] && ls[r] > seen_s[r] -> seen_s[r] = ls[r] :: else fi;
     if
+#ifndef NO_GIVE_BACK
+    /* LostWrites._renumber_or_give_up: while the lease seen may still be held, the win
+       is given back; after that, renumbered */
+    :: fence <= seen_f[r] && HELD(r) -> ph[r] = GIVEBACK
+    :: fence <= seen_f[r] && !HELD(r) -> ph[r] = REFENCE
+#else
     :: fence <= seen_f[r] -> ph[r] = REFENCE
-    :: else -> seen_f[r] = fence; start(r)
+#endif
+    :: else -> seen_f[r] = fence; seen_h[r] = 0; SEEN_N(r, ln[r]); start(r)
     fi
 }
 
@@ -327,15 +399,33 @@ inline won_lease(r, fence) {
    (Statements.raise_floor: never lowering either), then learnt */
 inline refused(r) {
     if :: !req_m[r] -> DECIDE(req_s[r]) :: else fi;
+    /* the row as read, and its expiry if unexpired (a lease another attempt holds) */
+    rf = l_fence;
+#ifdef LOST_WRITES
+    if :: l_exists && l_exp >= now -> rh = l_exp :: else fi;
+#endif
     if
     :: l_exists && (l_slot < seen_s[r] || l_fence < seen_f[r]) ->
+        /* guard: raise floor: leases.name = :b_name */
         if :: l_slot < seen_s[r] -> l_slot = seen_s[r] :: else fi;
-        if :: l_fence < seen_f[r] -> l_fence = seen_f[r] :: else fi;
+        /* while the lease seen may still be held, only to just below its fence: its
+           holder may write it back, over a lower fence only */
+        if
+        :: HELD(r) && l_fence < seen_f[r] - 1 -> l_fence = seen_f[r] - 1
+        :: !HELD(r) && l_fence < seen_f[r] -> l_fence = seen_f[r]
+        :: else
+        fi;
         printf("@@ now=%d R%d writes back slot %d, fence %d\n", now, r, l_slot, l_fence)
     :: else
     fi;
     if :: l_exists && l_slot > seen_s[r] -> seen_s[r] = l_slot :: else fi;
-    if :: l_exists && l_fence > seen_f[r] -> seen_f[r] = l_fence :: else fi;
+    /* Watermarks.saw: a newer fence replaces what was known of the older lease */
+    if
+    :: l_exists && rf > seen_f[r] -> seen_f[r] = rf; seen_h[r] = rh; SEEN_N(r, l_holder)
+    :: l_exists && rf == seen_f[r] && rh > seen_h[r] -> seen_h[r] = rh
+    :: else
+    fi;
+    rf = 0; rh = 0;
     forget_request(r);
     ph[r] = IDLE
 }
@@ -348,7 +438,7 @@ inline answered(r, won) {
 }
 
 proctype replica(byte r) {
-    byte won, out, i;
+    byte won, out, i, rf, rh;
 end:
     do
     /* --- the acquirer: the timer of its next slot fires, early by up to the clock error */
@@ -435,15 +525,59 @@ end:
             printf("@@ now=%d R%d refences fence %d as %d\n", now, r, lf[r], l_fence);
             lf[r] = l_fence;
             issue(l_fence)
-        :: else ->
-            printf("@@ now=%d R%d cannot refence fence %d: taken over; keeps it\n", now, r, lf[r])
+        :: else
         fi;
-        if :: lf[r] > seen_f[r] -> seen_f[r] = lf[r] :: else fi;
-        start(r)
+        if
+#ifdef REFENCE_FENCE_MATCH
+        :: 1 ->     /* as before 10.4's fix: kept, and run, whatever the row */
+#else
+        :: lf[r] == l_fence && ln[r] == l_holder ->
+#endif
+            if :: lf[r] > seen_f[r] -> seen_f[r] = lf[r]; seen_h[r] = 0; SEEN_N(r, ln[r]) :: else fi;
+            start(r)
+        :: else ->
+            /* LostWrites._taken_meanwhile: taken over (a holder wrote its lease back over
+               it): not run, its run row recorded as such (Statements.give_back's run part) */
+            i = ROW(r);
+            if
+            :: r_fence[i] == lf[r] && r_holder[i] == ln[r] && r_out[i] == RUNNING -> r_out[i] = MISSED
+            :: else
+            fi;
+            printf("@@ now=%d R%d cannot refence fence %d: taken over; slot %d not run\n", now, r, lf[r], ls[r]);
+            if :: !lm[r] -> DECIDE(ls[r]) :: else fi;
+            until[r] = 0; ph[r] = IDLE; UNBLIND(r);
+            lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0; lm[r] = 0; i = 0
+        fi
+       }
+    /* --- LostWrites._renumber_or_give_up: Statements.give_back, the win undone and its
+       slot given up (its run row 'missed'), one transaction */
+    :: atomic {
+        ph[r] == GIVEBACK ->
+        i = ROW(r);
+        /* guard: give up run: runs.name = :b_name AND runs.slot = :b_run_slot AND runs.manual = :b_manual AND runs.fence = :b_fence AND runs.holder = :b_holder AND runs.outcome = 'running' */
+        if
+        :: r_fence[i] == lf[r] && r_holder[i] == ln[r] && r_out[i] == RUNNING -> r_out[i] = MISSED
+        :: else
+        fi;
+        /* guard: give back: leases.name = :b_name AND leases.holder = :b_holder */
+        if
+        :: l_exists && l_holder == ln[r] ->
+            /* the win's own increment undone, unless a write-back raised the fence since */
+            if :: l_fence == lf[r] -> l_fence = l_fence - 1 :: else fi;
+            l_exp = now - 1;
+            printf("@@ now=%d R%d gives back fence %d (the lease of fence %d seen held until %d): slot %d not run, fence now %d\n",
+                now, r, lf[r], seen_f[r], seen_h[r], ls[r], l_fence)
+        :: else ->
+            printf("@@ now=%d R%d gives up fence %d: taken over meanwhile; slot %d not run\n", now, r, lf[r], ls[r])
+        fi;
+        if :: !lm[r] -> DECIDE(ls[r]) :: else fi;
+        until[r] = 0; ph[r] = IDLE; UNBLIND(r);
+        lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0; lm[r] = 0; i = 0
        }
     /* --- the heartbeat thread: postgresql.heartbeat_statement */
     :: atomic {
         ph[r] == RUN && HB_DUE(r) ->
+        LAPSED(r);
         /* guard: heartbeat: l.name = b.name AND l.fence = b.fence AND l.holder = b.holder */
         if
         :: l_exists && G_HB(r) ->
@@ -451,9 +585,29 @@ end:
             /* property: P3_stale_holder_cannot_write */
             assert(l_holder == ln[r]);
             l_exp = now + TTL;
-            until[r] = l_exp
+            until[r] = l_exp;
+            RENEWED(r)
+        /* LeaseStore.heartbeat_many: a renewal refused is followed by Statements.reassert
+           (in the code its own transaction right after; here the same step: its own
+           guard decides on the row as it is) */
+        /* guard: reassert: leases.name = :b_name AND leases.fence < :b_fence */
+        :: !(l_exists && G_HB(r)) && l_exists && G_REASSERT(r) ->
+            /* property: P3_stale_holder_cannot_write */
+            assert(l_fence < lf[r]);
+            printf("@@ now=%d R%d renewal refused; writes its lease back over fence %d (holder %d): fence %d, expires %d\n",
+                now, r, l_fence, l_holder, lf[r], now + TTL);
+            l_fence = lf[r]; l_holder = ln[r]; l_exp = now + TTL; until[r] = l_exp;
+            if :: !lm[r] && l_slot < ls[r] -> l_slot = ls[r] :: else fi;
+            i = ROW(r);
+            /* guard: revive run: runs.name = :b_name AND runs.slot = :b_run_slot AND runs.manual = :b_manual AND runs.fence = :b_fence AND runs.holder = :b_holder AND runs.outcome = 'abandoned' */
+            if
+            :: r_fence[i] == lf[r] && r_holder[i] == ln[r] && r_out[i] == ABANDONED -> r_out[i] = RUNNING
+            :: else
+            fi;
+            i = 0
         :: else ->
             printf("@@ now=%d R%d renewal refused: the lease is not its own\n", now, r);
+            GONE(r);
             HB_LOST(r)
         fi
        }
@@ -480,7 +634,7 @@ end:
         fi;
         printf("@@ now=%d R%d finishes slot %d attempt %d (fence %d): run row %d\n",
             now, r, ls[r], la[r], lf[r], r_out[i]);
-        exec[r] = 0; until[r] = 0; ph[r] = IDLE; HB_RESET(r);
+        exec[r] = 0; until[r] = 0; ph[r] = IDLE; HB_RESET(r); UNBLIND(r);
         lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0; lm[r] = 0; i = 0; out = 0
        }
 #ifndef NO_ATTEMPTS
@@ -534,10 +688,10 @@ end:
             fi
         }
 #endif
-        exec[r] = 0; until[r] = 0; ph[r] = IDLE; HB_RESET(r);
+        exec[r] = 0; until[r] = 0; ph[r] = IDLE; HB_RESET(r); UNBLIND(r);
         lf[r] = 0; ln[r] = 0; ls[r] = 0; la[r] = 0; lm[r] = 0;
         forget_request(r);
-        seen_s[r] = 0; seen_f[r] = 0; last_fence[r] = 0;
+        seen_s[r] = 0; seen_f[r] = 0; seen_h[r] = 0; SEEN_N(r, 0); last_fence[r] = 0;
         for (i : 0 .. ROWS - 1) { own_started[r * ROWS + i] = 0 }
         i = 0
        }
@@ -596,6 +750,7 @@ end:
         failed_over = 1;
         printf("@@ now=%d failover: the standby had slot %d, fence %d, holder %d; later commits are lost\n",
             now, s_slot, s_fence, s_holder);
+        SHORTEN(0); SHORTEN(1);
         l_exists = s_exists; l_holder = s_holder; l_fence = s_fence; l_slot = s_slot; l_exp = s_exp;
         for (i : 0 .. ROWS - 1) { r_out[i] = s_out[i]; r_fence[i] = s_rfence[i]; r_holder[i] = s_rholder[i] }
         s_exists = 0; s_holder = 0; s_fence = 0; s_slot = 0; s_exp = 0;
@@ -608,8 +763,13 @@ end:
 
 /* P2: no two runs execute while both hold an unexpired lease */
 active proctype overlap() {
+#ifdef P2_LOST
+    /* property: P2_no_overlap_while_both_unexpired */
+    assert(!(OVERLAP && !gone[0] && !gone[1]) || P2_EXEMPT)
+#else
     /* property: P2_no_overlap_while_both_unexpired */
     assert(SAFE_WITHOUT_LOSS(!OVERLAP))
+#endif
 }
 
 #ifdef LIVENESS

@@ -223,8 +223,10 @@ class LostWrites:
         )
         return Refusal("held", expires_in=left)
 
-    def _refence(self, lease: Lease, before: Seen) -> Lease:
-        """A lease won with a fence this replica saw issued before: give it a new one."""
+    def _refence(self, lease: Lease, before: Seen) -> Lease | Refusal:
+        """A lease won with a fence this replica saw issued before: give it a new one.
+        Taken over between the win and the renumbering (a holder that wrote its lease
+        back over it): not run, its run row recorded ``missed``."""
         fence = before.fence + 1
         self._lost(lease.name, None if lease.manual else lease.slot, lease.fence, before)
         floor = before.slot if lease.manual else max(before.slot, lease.slot)
@@ -237,10 +239,33 @@ class LostWrites:
             logger.warning("%s keeps fence %s: %s", lease.name, lease.fence, exc)
             return lease
         if given is None:
-            return lease  # taken over meanwhile (another nonce): its renewals will say so
+            return self._taken_meanwhile(lease)
         # above ``fence`` if another replica wrote back a higher one since the win
         self.seen.saw(lease.name, None if lease.manual else floor, given)
         return replace(lease, fence=given)
+
+    def _taken_meanwhile(self, lease: Lease) -> Refusal:
+        """The lease just won carries another nonce already: a holder whose row went
+        back wrote its lease back over it (its fence is above the win's). Started, the
+        run would go beside that holder's, with a fence this replica may have handed
+        out before: it is not run (docs/design.md §3.8)."""
+        error = (
+            "not run: the database lost lease writes, and the lease was written back by its holder"
+        )
+        try:
+            self._call(
+                f"giving up the run of {lease.name!r}",
+                lambda conn: self._statements().give_back(conn, lease, error),
+            )
+        except StoreError as exc:
+            logger.warning("cannot record the run of %s as not run: %s", lease.name, exc)
+        logger.warning(
+            "%s: slot %s not run: the database lost lease writes and the lease's holder "
+            "wrote it back before this replica could renumber its win",
+            lease.name,
+            lease.slot,
+        )
+        return Refusal("taken")
 
     def _raise_floor(self, name: str, before: Seen, ttl: float) -> None:
         # While the lease of the fence seen may still be held by another replica (its

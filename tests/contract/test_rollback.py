@@ -315,3 +315,41 @@ def test_a_win_revealing_lost_writes_under_a_lease_it_saw_held_is_given_back(
     assert nxt.fence == a.fence + 1
     slots = [run.slot for run in store.history(task_name) if run.outcome == "succeeded"]
     assert sorted(slots) == [base_slot, base_slot + 1]
+
+
+def test_a_re_assert_between_win_and_renumbering_is_not_run(
+    store: LeaseStore, replicas: Any, task_name: str, base_slot: int
+) -> None:
+    """R0 runs slot S (fence f) and ends; R1 wins slot S+1 (fence f+1) and runs; the
+    database loses both. R0 wins slot S+2 with fence f again and renumbers it — but
+    just before, R1's renewal finds the row behind its lease and writes it back over
+    R0's win (fence f < f+1). R0's lease is R1's now: R0 must not start it (it would
+    run beside R1 with fence f, the fence of its own previous run), and its run row
+    is recorded as not run (SPIN's counterexample, docs/design.md §10.4)."""
+    first = take(replicas(), task_name, base_slot - 1, "prelim")
+    store.finish(first, "succeeded")
+    earlier = row_of(store, task_name)
+    r0, r1 = replicas(), replicas()
+    a = take(r0, task_name, base_slot, "r0")
+    r0.finish(a, "succeeded")
+    b = take(r1, task_name, base_slot + 1, "r1")
+    assert b.fence == a.fence + 1
+    restore(store, earlier)  # the failover: slots S and S+1, fences f and f+1, are lost
+
+    renewed: list[list[bool]] = []
+
+    def r1_renews() -> None:
+        if not renewed:
+            renewed.append(r1.heartbeat_many([b]))
+
+    r0.statements = _WriteBackFirst(r0.statements, r1_renews)  # type: ignore[assignment]
+    outcome = r0.acquire(request(task_name, base_slot + 2, "r0"))
+    assert renewed == [[True]], renewed  # R1 wrote its lease back over R0's win
+    row = row_of(store, task_name)
+    assert (row.fence, row.holder) == (b.fence, b.holder)
+    assert not won(outcome), f"R0 starts fence {outcome} beside R1's run (slot S had it)"
+    assert isinstance(outcome, Refusal) and outcome.reason == "taken", outcome
+    assert run_of(store, task_name, base_slot + 2).outcome == "missed"
+    assert r1.heartbeat(b) is True
+    r1.finish(b, "succeeded")
+    assert run_of(store, task_name, base_slot + 1).outcome == "succeeded"

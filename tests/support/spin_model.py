@@ -30,7 +30,15 @@ _CLAIM = re.compile(r"^ltl\s+(\w+)", re.M)
 #: a third faster without compressing each state
 LIVENESS_CC: tuple[str, ...] = ()
 LIVENESS_PAN = ("-a",)
-_OUTCOMES = {0: "none", 1: "running", 2: "done", 3: "failed", 4: "abandoned", 5: "lost"}
+_OUTCOMES = {
+    0: "none",
+    1: "running",
+    2: "done",
+    3: "failed",
+    4: "abandoned",
+    5: "lost",
+    6: "missed",
+}
 
 
 @dataclass

@@ -57,6 +57,37 @@ def test_lost_writes_weaker_properties_hold(spin: None, tmp_path: Path) -> None:
     assert result.complete, result.output
 
 
+#: P2 across the failover, for a living holder (docs/design.md §10.2): checked to the end
+LIVING_HOLDER = ("-DLOST_WRITES", "-DNO_ATTEMPTS", "-DP2_LOST")
+
+
+@pytest.mark.slow
+def test_lost_writes_no_overlap_while_the_holder_lives(spin: None, tmp_path: Path) -> None:
+    """With a failover to a standby that missed commits, checked to the end: no run
+    starts beside a run whose replica was not told it lost its lease (ctx.lost), unless
+    the starting replica had not seen that run's lease (fence and nonce) when it won, or
+    the failover lost that lease's renewals (the row showed it expired early): the
+    holder re-asserts its lease and a replica that saw it held gives its win back.
+    P1w, P3, P4w hold in the same search. Retries and the watcher left out."""
+    result = spin_model.check(tmp_path, LIVING_HOLDER)
+    print(f"{result.states} states, {result.memory_mb:.0f} MB, {result.seconds:.1f} s")
+    assert result.errors == 0, result.story()
+    assert result.complete, result.output
+    assert result.states > 1_000_000
+
+
+@pytest.mark.slow
+def test_a_win_not_given_back_overlaps_the_living_holder(spin: None, tmp_path: Path) -> None:
+    """NO_GIVE_BACK: a win revealing lost writes, while the lease seen may still be held,
+    renumbered and run as before the give-back: it starts beside the holder it saw.
+    Depth-first: breadth-first searches most of the space first."""
+    result = spin_model.check(tmp_path, (*LIVING_HOLDER, "-DNO_GIVE_BACK"), optimize="-O0")
+    print(result.story())
+    assert result.violated == "P2_no_overlap_while_both_unexpired", result.story()
+    assert any("failover" in step for step in result.steps), result.story()
+    assert any(" refences " in step for step in result.steps), result.story()
+
+
 @pytest.mark.slow
 def test_run_now_model_verifies(spin: None, tmp_path: Path) -> None:
     """A manual run (run_now: slot -1, no future gate, no cursor, the row's cursor kept,
@@ -88,6 +119,7 @@ MUTATIONS = {
     "NO_HB_FENCE": "P3_stale_holder_cannot_write",
     "NO_NONCE_CHECK": "P1_one_start_per_slot_attempt",
     "NO_SLOT_CURSOR": "P1_one_start_per_slot_attempt",
+    "NO_REASSERT_FENCE": "P3_stale_holder_cannot_write",
 }
 # What SPIN found with lost writes (docs/design.md): a replica may run a (slot, attempt)
 # twice; and, before the renumbering matched the nonce alone (REFENCE_FENCE_MATCH), it
@@ -245,6 +277,11 @@ def statement_guards() -> dict[str, str]:
         "candidates outcome": outcome,
         "stuck": _where(_compiled(attempts._stuck)),
         "refence": _where(_compiled(pg.STATEMENTS._refence_lease)),
+        "raise floor": _where(_compiled(pg.STATEMENTS._raise_floor)),
+        "reassert": _where(_compiled(pg.STATEMENTS._reassert)),
+        "revive run": _where(_compiled(pg.STATEMENTS._revive_run)),
+        "give back": _where(_compiled(pg.STATEMENTS._give_back)),
+        "give up run": _where(_compiled(pg.STATEMENTS._give_up_run)),
         "recover": f"{nonce_check} AND {slot_check}",
     }
 
