@@ -352,19 +352,22 @@ class Scheduler(TaskDeclarations):
         ``database_threshold`` seconds (and why no connection can be made), a task
         overdue or failing, this replica stalled (design §5.17-18, §8). Three statements
         on its pool, unless given the ``snapshot`` read for something else (the page)."""
+        # cronlease's own tasks are not the user's to alert on: a stuck watcher overdue
+        # after a fleet-wide restart is no reason to fail a probe (design §4.11)
+        tasks = [task for task in self._tasks.values() if not task.builtin]
         if snapshot is None:
             # the read first: the replica's state below is then as of its answer
-            snapshot = health_snapshot(self.store, self._tasks.values())
+            snapshot = health_snapshot(self.store, tasks)
         return replica_health(
             snapshot,
-            self._tasks.values(),
+            tasks,
             store=self.store,
             namespace=self.namespace,
             since=self._started_at,
             threshold=database_threshold,
             skipped=self.runner.skips.by_task(),
             down_for=self.runner.outage.down_for,
-            problems=self.runner.problems(self._tasks.values()),
+            problems=self.runner.problems(tasks),
         )
 
     # --- fleet-wide controls ---------------------------------------------

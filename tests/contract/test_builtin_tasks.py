@@ -105,3 +105,23 @@ def test_builtin_tasks_are_silent_to_listeners_stats_and_log(
     # nor a line: no run line, no skip line of a built-in task
     lines = [record.getMessage() for record in caplog.records]
     assert not [line for line in lines if about_builtin(line)]
+
+
+def test_an_overdue_builtin_task_is_no_health_problem(
+    db_url: str, task_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watcher pass missed by the whole fleet (every replica busy or restarting at its
+    minute) is cronlease's to catch up at the next one, not a probe's to fail on."""
+    monkeypatch.setattr(watcher, "WATCH_EVERY", "1s")
+    scheduler = Scheduler(db_url, namespace=task_name)
+    scheduler.add_task(lambda: None, every="1s", name="plain", enabled=False)
+    try:
+        scheduler.store.create_tables()
+        # as if started 10 s ago and no pass of the watcher ran since: ten seconds
+        # behind its schedule, far past its grace (what health() called overdue)
+        scheduler._started_at = datetime.now(timezone.utc) - timedelta(seconds=10)
+        health = scheduler.health()
+        assert health.ok, health.problems
+        assert not health.overdue
+    finally:
+        scheduler.store.dispose()
