@@ -162,6 +162,15 @@ def test_nothing_is_left_on_a_server_connection(
     lock, LISTEN or temporary table is left for the next client (the renewal connection's
     ``SET statement_timeout`` was, on one of them)."""
     bouncer = pgbouncers["transaction"]
+    # two server connections open whatever ran before on this bouncer: two client
+    # transactions at once (one at a time, PgBouncer would open only one)
+    opener = create_engine(normalize_url(bouncer.url()), poolclass=NullPool)
+    try:
+        with opener.connect() as first, opener.connect() as second:
+            first.execute(text("SELECT 1"))
+            second.execute(text("SELECT 1"))
+    finally:
+        opener.dispose()
     store = LeaseStore.from_url(bouncer.url())
     try:
         store.create_tables()
