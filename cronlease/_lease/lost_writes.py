@@ -201,19 +201,10 @@ class LostWrites:
         if left is None:
             return self._refence(lease, before)
         self._lost(lease.name, None if lease.manual else lease.slot, lease.fence, before)
-        error = (
+        self._give_up(
+            lease,
             f"not run: the database lost lease writes, and the lease of fence {before.fence} "
-            f"may still be held for {left:.3f} s (its expiry as last seen plus one TTL)"
-        )
-        try:
-            self._call(
-                f"giving back the lease of {lease.name!r}",
-                lambda conn: self._statements().give_back(conn, lease, error),
-            )
-        except StoreError as exc:
-            # not run either way; the lease expires after its TTL
-            logger.warning("cannot give back the lease of %s: %s", lease.name, exc)
-        logger.warning(
+            f"may still be held for {left:.3f} s (its expiry as last seen plus one TTL)",
             "%s: slot %s not run: the database lost lease writes and the lease of fence %s, "
             "held by another replica, may still be held for %.3f s",
             lease.name,
@@ -249,23 +240,28 @@ class LostWrites:
         back wrote its lease back over it (its fence is above the win's). Started, the
         run would go beside that holder's, with a fence this replica may have handed
         out before: it is not run (docs/design.md §3.8)."""
-        error = (
-            "not run: the database lost lease writes, and the lease was written back by its holder"
-        )
-        try:
-            self._call(
-                f"giving up the run of {lease.name!r}",
-                lambda conn: self._statements().give_back(conn, lease, error),
-            )
-        except StoreError as exc:
-            logger.warning("cannot record the run of %s as not run: %s", lease.name, exc)
-        logger.warning(
+        self._give_up(
+            lease,
+            "not run: the database lost lease writes, and the lease was written back by its holder",
             "%s: slot %s not run: the database lost lease writes and the lease's holder "
             "wrote it back before this replica could renumber its win",
             lease.name,
             lease.slot,
         )
         return Refusal("taken")
+
+    def _give_up(self, lease: Lease, error: str, line: str, *args: object) -> None:
+        """A win not run: its lease given back where it still carries the win's nonce, its
+        run row ``missed`` with ``error``; one warning, ``line``."""
+        try:
+            self._call(
+                f"giving back the lease of {lease.name!r}",
+                lambda conn: self._statements().give_back(conn, lease, error),
+            )
+        except StoreError as exc:
+            # not run either way; the lease expires after its TTL
+            logger.warning("cannot give back the lease of %s: %s", lease.name, exc)
+        logger.warning(line, *args)
 
     def _raise_floor(self, name: str, before: Seen, ttl: float) -> None:
         # While the lease of the fence seen may still be held by another replica (its
