@@ -8,13 +8,14 @@ deliveries are forgotten; a database of an earlier version gets the table from
 
 from __future__ import annotations
 
-import multiprocessing
+import time
 import uuid
 
 import sqlalchemy as sa
 
 from cronlease import LeaseStore
 from cronlease._lease.schema import deliveries
+from tests.support.procs import Proc
 
 
 def test_a_task_id_is_claimed_once(store: LeaseStore, task_name: str) -> None:
@@ -48,29 +49,26 @@ def test_old_deliveries_are_forgotten(store: LeaseStore, task_name: str) -> None
     assert store.claim_delivery(new, task_name) is False
 
 
-def _claim(url: str, task_id: str, start: object, results: object) -> None:
-    store = LeaseStore.from_url(url)
-    try:
-        start.wait(10)  # type: ignore[attr-defined]
-        results.put(store.claim_delivery(task_id, "race"))  # type: ignore[attr-defined]
-    finally:
-        store.dispose()
+#: processes racing for each task id, and task ids raced for
+RACERS, ROUNDS = 3, 3
 
 
 def test_concurrent_claims_one_wins(db_url: str, store: LeaseStore) -> None:
-    context = multiprocessing.get_context("spawn")
-    start, results = context.Event(), context.Queue()
-    task_id = str(uuid.uuid4())
-    workers = [
-        context.Process(target=_claim, args=(db_url, task_id, start, results)) for _ in range(4)
-    ]
-    for worker in workers:
-        worker.start()
-    start.set()
-    answers = [results.get(timeout=30) for _ in workers]
-    for worker in workers:
-        worker.join(10)
-    assert sorted(answers) == [False, False, False, True]
+    """Several processes (tests/support/claim_worker.py, from the fork server) claim the
+    same task id at the same instant, a few times over: exactly one wins each time."""
+    racers = [Proc("-m", "tests.support.claim_worker", db_url) for _ in range(RACERS)]
+    try:
+        for _ in range(ROUNDS):
+            for racer in racers:
+                racer.expect("ready")
+            task_id, start_at = str(uuid.uuid4()), time.time() + 0.3
+            for racer in racers:
+                racer.send(f"go {task_id} {start_at}")
+            answers = sorted(racer.expect("claimed ").split()[1] for racer in racers)
+            assert answers == ["False"] * (RACERS - 1) + ["True"], task_id
+    finally:
+        for racer in racers:
+            racer.stop()
 
 
 def test_an_earlier_database_gets_the_table(store: LeaseStore) -> None:
