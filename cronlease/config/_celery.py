@@ -44,7 +44,8 @@ def import_app(target: str, base: Path | None = None) -> Any:
             obj = getattr(obj, part)
         except AttributeError:
             raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}") from None
-    if not hasattr(obj, "send_task") or not hasattr(obj, "conf"):
+    # the class itself (``proj:Celery``) has both attributes too, but no configuration
+    if isinstance(obj, type) or not hasattr(obj, "send_task") or not hasattr(obj, "conf"):
         raise ConfigError(f"{target!r} is a {type(obj).__name__}, not a Celery application")
     return obj
 

@@ -150,7 +150,9 @@ class Validator:
             for spec in self.celery_tasks(celery_app, celery_options):
                 if spec.name in tasks:
                     raise self.celery_error(
-                        f"beat entry {spec.name!r} has the name of a [tasks] table", "app"
+                        f"beat entry {spec.name!r} has the name of a [tasks] table",
+                        "app",
+                        task=spec.name,
                     )
                 tasks[spec.name] = spec
         return Config(
@@ -169,10 +171,11 @@ class Validator:
             celery_options=celery_options,
         )
 
-    def celery_error(self, message: str, key: str) -> ConfigFileError:
+    def celery_error(self, message: str, key: str, task: str | None = None) -> ConfigFileError:
         return ConfigFileError(
             self.path,
             message,
+            task=task,
             key=f"celery.{key}",
             line=self.source.table_key_line("celery", key),
         )
