@@ -89,9 +89,15 @@ def queue_rows(url: str, queue: str) -> list[tuple[str, str, str, int, int]]:
 
 
 def purge(broker: str, queue: str) -> None:
-    """Delete the test's queue on the broker (its messages with it)."""
-    from kombu import Connection
+    """Delete the test's queue on the broker (its messages with it) and its exchange
+    (Celery's default one is named after the queue; on Redis, its binding keys)."""
+    from kombu import Connection, Exchange
     from kombu import Queue as KombuQueue
 
     with Connection(broker, connect_timeout=5) as conn:
-        KombuQueue(queue, channel=conn.default_channel).delete()
+        channel = conn.default_channel
+        KombuQueue(queue, channel=channel).delete()
+        if conn.transport.driver_type == "redis":  # the exchange's bindings (named as it)
+            channel.client.delete(f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+        else:
+            Exchange(queue, channel=channel).delete()
