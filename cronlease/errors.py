@@ -16,8 +16,10 @@ Every exception cronlease raises on purpose derives from one root::
     ├── SchedulerError       the scheduler was used in a state that does not allow it
     ├── CommandError         raised by a command task that could not start, exited
     │                        nonzero or was terminated; the run is recorded ``failed``
-    └── TaskTimeout          raised by a task (e.g. a command) that ran past its timeout;
-                             the run is recorded ``timed_out``
+    ├── TaskTimeout          raised by a task (e.g. a command) that ran past its timeout;
+    │                        the run is recorded ``timed_out``
+    └── SendError            a tick's message was not confirmed by its broker (a sender
+                             task, e.g. a Celery beat entry); the run is recorded ``failed``
 
 Not getting a lease is not an error: :meth:`cronlease.LeaseStore.acquire`
 returns a ``Refusal`` saying why.
@@ -36,6 +38,7 @@ __all__ = [
     "LeaseLostError",
     "RowRefused",
     "SchedulerError",
+    "SendError",
     "StatementError",
     "StoreError",
     "TaskTimeout",
@@ -123,3 +126,8 @@ class CommandError(CronleaseError):
 
 class TaskTimeout(CronleaseError):
     """The task ran past its timeout and was stopped."""
+
+
+class SendError(CronleaseError):
+    """A tick's message was not confirmed by its broker: the run is recorded ``failed``
+    with the broker's error, and the sender says the outage once, not once per tick."""

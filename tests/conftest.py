@@ -7,9 +7,10 @@ MySQL/MariaDB database of its own, ``cronlease_test_<8 hex>``, on first use,
 and drops both at the end of the session, passed or failed; the session fails
 if a ``cronlease%`` table was left in the configured databases
 (tests/support/databases.py). ``CRONLEASE_TEST_REQUIRE`` (e.g.
-``postgresql,mysql,pgbouncer,spin``) turns an unreachable server (or a missing
-``pgbouncer``, or SPIN for the model check) into a failure instead of a skip, so CI
-cannot pass by skipping.
+``postgresql,mysql,pgbouncer,spin,celery``) turns an unreachable server (or a missing
+``pgbouncer``, or SPIN for the model check, or an unreachable RabbitMQ or Redis for
+Celery's process tests: ``celery``, or ``rabbitmq``/``redis`` alone) into a failure
+instead of a skip, so CI cannot pass by skipping.
 
 ``pgbouncers`` starts, once per test process, two real PgBouncers in front of
 a PostgreSQL database of the run's own (tests/support/pgbouncer.py): one in

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "RUNS_ATTEMPT_KEY",
     "RUNS_SLOT_KEY",
+    "deliveries",
     "leases",
     "members",
     "metadata",
@@ -128,5 +129,23 @@ members = Table(
     # the replica's roles, comma-joined (cronlease/_roles.py); added in place to tables of
     # earlier versions (_lease/migration.py), whose replicas write none
     Column("roles", String(MAX_ROLES_LENGTH), nullable=False, server_default=""),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+# One row per task message a guarded worker task received (cronlease.contrib.celery's
+# OnceTask): inserted before the body runs, refused when the id is there already, so a
+# resent or redelivered message runs its body once (docs/design.md §5.36). Kept for a
+# week (pruned by the guard), then forgotten. A database of an earlier version gets
+# the table from create_tables (create_all makes what is missing).
+deliveries = Table(
+    "cronlease_deliveries",
+    metadata,
+    # the broker message's task id (Celery's ``task_id``)
+    Column("task_id", _name_type(), primary_key=True),
+    # the worker task's name, for people reading the table
+    Column("name", String(MAX_NAME_LENGTH), nullable=False),
+    # database clock, epoch seconds
+    Column("claimed_at", Double, nullable=False),
+    Index("cronlease_deliveries_claimed", "claimed_at"),
     **MYSQL_TABLE_OPTIONS,
 )

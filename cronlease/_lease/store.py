@@ -398,6 +398,25 @@ class LeaseStore:
         """The database clock, as epoch seconds."""
         return self._call("reading the database clock", self.statements.database_time)
 
+    def claim_delivery(self, task_id: str, name: str) -> bool:
+        """Record that the message ``task_id`` (of worker task ``name``) is about to run:
+        True the first time, False when it was claimed before (a resend or a
+        redelivery), decided by the table's primary key (docs/design.md §5.36)."""
+        # not retried after a broken connection: a claim that committed before the
+        # break would be refused as a redelivery, and the body never run
+        return self._call(
+            "claiming a delivery",
+            lambda conn: self.statements.claim_delivery(conn, task_id, name),
+            retry=False,
+        )
+
+    def forget_deliveries(self, max_age: float) -> int:
+        """Delete the deliveries claimed more than ``max_age`` seconds ago; how many."""
+        return self._call(
+            "forgetting old deliveries",
+            lambda conn: self.statements.forget_deliveries(conn, max_age),
+        )
+
     def prune_old(self, names: Sequence[str], max_age: float, limit: int) -> int:
         """Delete at most ``limit`` finished runs of ``names`` older than ``max_age`` seconds,
         in one statement and transaction; returns how many (docs/design.md §5.12)."""

@@ -170,6 +170,13 @@ def build_parser(
         help="a role of this replica (repeat for more; default: [scheduler] roles in the "
         "config file): a task with roles = [...] runs only on replicas with one of them",
     )
+    run.add_argument(
+        "--celery-app",
+        default=None,
+        metavar="MODULE:APP",
+        help="also run this Celery app's beat_schedule: each tick of each entry sent once "
+        "across the replicas (default: [celery] app in the config file, which this replaces)",
+    )
     run.add_argument(  # the old name, deprecated
         "--shutdown-grace", type=_seconds, default=None, help=argparse.SUPPRESS
     )

@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 
 from cronlease._scheduler import DEFAULT_SHUTDOWN_GRACE
@@ -18,7 +19,8 @@ from cronlease.cli.common import (
     database_url,
     logger,
 )
-from cronlease.config import Config
+from cronlease.config import DEFAULT_CONFIG, Config, TaskSpec, celery_specs
+from cronlease.errors import ConfigError
 
 #: the most of the grace kept for running commands to end after their SIGTERM
 COMMAND_STOP_SECONDS = 5.0
@@ -26,10 +28,14 @@ COMMAND_STOP_SECONDS = 5.0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    config = config_from_args(args, required=True, import_calls=True)
-    assert config is not None
+    celery_app = getattr(args, "celery_app", None)
+    config = config_from_args(args, required=celery_app is None, import_calls=True)
+    if config is None:  # --celery-app without a config file: its defaults
+        config = Config(path=Path(DEFAULT_CONFIG), database="", database_source="default")
     url = database_url(args, config)
     specs = [spec for spec in config.tasks.values() if spec.enabled]
+    if celery_app is not None:
+        specs = [spec for spec in specs if spec.kind != "send"] + beat_specs(celery_app, config)
     if os.environ.get(DISABLED_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         logger.warning(
             "%s: this replica fires nothing (%d task(s) declared in %s); "
@@ -72,6 +78,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         scheduler.store.dispose()
     return EXIT_OK
+
+
+def beat_specs(target: str, config: Config) -> list[TaskSpec]:
+    """``--celery-app``'s entries, with the config file's ``[celery]`` options."""
+    try:
+        specs = celery_specs(target, config.celery_options, base=Path.cwd())
+    except ConfigError as exc:
+        raise UsageError(f"--celery-app {target}: {exc}") from None
+    for spec in specs:
+        if spec.name in config.tasks and config.tasks[spec.name].kind != "send":
+            raise UsageError(
+                f"--celery-app {target}: beat entry {spec.name!r} has the name of a task "
+                f"in {config.path}"
+            )
+    return specs
 
 
 def resolve_grace(args: argparse.Namespace, config: Config) -> float:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from cronlease._lease.settings import PoolKeywords
 from cronlease.config._calls import resolve_call
+from cronlease.config._celery import celery_specs
 from cronlease.config._crontab import Translation, local_timezone, translate_crontab
 from cronlease.config._load import DEFAULT_CONFIG, load_config
 from cronlease.config._spec import Config, TaskSpec, TaskTarget
@@ -58,6 +59,7 @@ __all__ = [
     "TaskSpec",
     "TaskTarget",
     "Translation",
+    "celery_specs",
     "load_config",
     "local_timezone",
     "resolve_call",

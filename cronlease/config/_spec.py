@@ -48,9 +48,15 @@ class TaskSpec(TaskOptions):
     cwd: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     line: int | None = None
+    #: a task whose body sends each tick as a message (a Celery beat entry): the body
+    sender: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+    #: what it sends, for people: ``proj.tasks.report via Celery app proj.celery:app``
+    sends: str | None = None
 
     @property
     def kind(self) -> str:
+        if self.sends is not None:
+            return "send"
         return "call" if self.call is not None else "command"
 
     @property
@@ -60,10 +66,13 @@ class TaskSpec(TaskOptions):
             return self.call
         if isinstance(self.command, tuple):
             return shlex.join(self.command)
-        return self.command or ""
+        return self.command or self.sends or ""
 
     def function(self) -> Callable[..., Any]:
-        """What the scheduler calls: a :class:`CommandTask`, or the imported callable."""
+        """What the scheduler calls: a :class:`CommandTask`, a sender's body, or the
+        imported callable."""
+        if self.sender is not None:
+            return self.sender
         if self.command is not None:
             return CommandTask(
                 self.name,
@@ -111,6 +120,10 @@ class Config:
     #: ``[scheduler] roles``: this replica's roles (``cronlease run --role`` wins)
     roles: tuple[str, ...] = ()
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
+    #: ``[celery] app``: the Celery app whose ``beat_schedule`` runs here
+    celery_app: str | None = None
+    #: ``[celery]``'s task options, for every beat entry
+    celery_options: Mapping[str, Any] = field(default_factory=dict)
 
     def full_name(self, name: str) -> str:
         name = normal_form(name)  # as stored: a name typed decomposed finds its task

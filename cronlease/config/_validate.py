@@ -29,6 +29,7 @@ from cronlease._roles import parse_roles
 from cronlease._task import RunContext
 from cronlease._timing.schedule import parse_duration
 from cronlease.config._calls import resolve_call, split_call
+from cronlease.config._celery import celery_specs
 from cronlease.config._database import DatabaseTable, beside
 from cronlease.config._locate import SourceLines
 from cronlease.config._spec import Config, TaskSpec
@@ -39,7 +40,15 @@ __all__ = ["DATABASE_ENV", "Validator"]
 #: overrides the file's ``database``
 DATABASE_ENV = "CRONLEASE_DATABASE_URL"
 
-TOP_LEVEL_KEYS = ("database", "namespace", "holder", "history_keep", "scheduler", "tasks")
+TOP_LEVEL_KEYS = (
+    "database",
+    "namespace",
+    "holder",
+    "history_keep",
+    "scheduler",
+    "celery",
+    "tasks",
+)
 #: keys of the ``[scheduler]`` table: settings of the replica, not of a task
 SCHEDULER_KEYS = ("shutdown_grace", "roles")
 #: the keys of a task that are not options of the decorator: what to run (the decorated
@@ -49,6 +58,12 @@ COMMAND_KEYS = ("command", "shell", "cwd", "env")
 #: options that apply to a ``call`` only (a command takes its arguments in its line)
 CALL_OPTIONS = tuple(key for key, option in OPTIONS.items() if option.call_only)
 TASK_KEYS = (*CALL_KEYS, *COMMAND_KEYS, *OPTIONS)
+#: keys of the ``[celery]`` table: the app, and task options for every beat entry (not
+#: the schedule, which is each entry's, nor a call's arguments, which are the entry's)
+CELERY_KEYS = (
+    "app",
+    *(key for key, option in OPTIONS.items() if key not in SCHEDULE_KEYS and not option.call_only),
+)
 
 
 class Validator:
@@ -130,6 +145,16 @@ class Validator:
                 )
             tasks[spec.name] = spec
             written[spec.name] = name
+        celery_app, celery_options = self.celery_table(data.get("celery", {}))
+        if celery_app is not None and self.import_calls:
+            for spec in self.celery_tasks(celery_app, celery_options):
+                if spec.name in tasks:
+                    raise self.celery_error(
+                        f"beat entry {spec.name!r} has the name of a [tasks] table",
+                        "app",
+                        task=spec.name,
+                    )
+                tasks[spec.name] = spec
         return Config(
             path=self.path,
             database=database,
@@ -142,7 +167,54 @@ class Validator:
             shutdown_grace=shutdown_grace,
             roles=roles,
             tasks=tasks,
+            celery_app=celery_app,
+            celery_options=celery_options,
         )
+
+    def celery_error(self, message: str, key: str, task: str | None = None) -> ConfigFileError:
+        return ConfigFileError(
+            self.path,
+            message,
+            task=task,
+            key=f"celery.{key}",
+            line=self.source.table_key_line("celery", key),
+        )
+
+    def celery_table(self, table: object) -> tuple[str | None, dict[str, Any]]:
+        """``[celery]``: ``app = "proj.celery:app"`` and the entries' task options."""
+        if not isinstance(table, dict):
+            raise self.error(f"must be a table, not {type_name(table)}", key="celery")
+        for key in table:
+            if key not in CELERY_KEYS:
+                raise self.celery_error(unknown_key(key, CELERY_KEYS), key)
+        options = {key: value for key, value in table.items() if key != "app"}
+        try:
+            parse_options(options)
+        except OptionError as exc:
+            raise self.celery_error(exc.detail, exc.key or "app") from None
+        if "app" not in table:
+            if options:
+                raise self.celery_error('give the app: app = "proj.celery:app"', "app")
+            return None, {}
+        app = table["app"]
+        if not isinstance(app, str):
+            raise self.celery_error(f"must be a string, not {type_name(app)}", "app")
+        try:
+            split_call(app)
+        except ConfigError as exc:
+            raise self.celery_error(str(exc), "app") from None
+        return app, options
+
+    def celery_tasks(self, app: str, options: dict[str, Any]) -> list[TaskSpec]:
+        try:
+            return celery_specs(
+                app,
+                options,
+                base=self.path.parent,
+                line=self.source.table_key_line("celery", "app"),
+            )
+        except ConfigError as exc:
+            raise self.celery_error(str(exc), "app") from None
 
     def scheduler_settings(self, table: object) -> tuple[float | None, tuple[str, ...]]:
         """The ``[scheduler]`` table: ``shutdown_grace`` (None: the default) and ``roles``."""

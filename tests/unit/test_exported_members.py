@@ -40,6 +40,7 @@ EXPECTED_ALL = [
     "Schedule",
     "Scheduler",
     "SchedulerError",
+    "SendError",
     "StatementError",
     "StoreError",
     "Task",
@@ -152,6 +153,7 @@ PUBLIC_MODULES = [
     "cronlease",
     "cronlease.cli",
     "cronlease.config",
+    "cronlease.contrib.celery",
     "cronlease.errors",
     "cronlease.opentelemetry",
     "cronlease.prometheus",
@@ -197,6 +199,22 @@ def test_the_store_and_status_modules_are_pinned() -> None:
     assert cronlease.status.Health is cronlease.Health
 
 
+def test_the_celery_module_is_pinned() -> None:
+    import cronlease.contrib.celery
+
+    assert cronlease.contrib.celery.__all__ == [
+        "DATABASE_SETTING",
+        "KEEP_DELIVERIES",
+        "Message",
+        "OnceTask",
+        "SendTask",
+        "Sender",
+        "add_beat_schedule",
+        "celery_sender",
+        "task_id_of",
+    ]
+
+
 def test_public_modules_are_every_public_top_level_module() -> None:
     root = Path(cronlease.__file__).parent
     found = {
@@ -205,7 +223,10 @@ def test_public_modules_are_every_public_top_level_module() -> None:
         if not path.name.startswith("_")
         and (path.suffix == ".py" or (path / "__init__.py").exists())
     }
-    assert found - {"cronlease.contrib"} == set(PUBLIC_MODULES) - {"cronlease"}
+    assert found - {"cronlease.contrib"} == set(PUBLIC_MODULES) - {
+        "cronlease",
+        "cronlease.contrib.celery",
+    }
 
 
 def test_an_old_name_still_works_with_a_warning() -> None:

@@ -33,7 +33,9 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    delete,
     func,
+    insert,
     inspect,
     literal,
     or_,
@@ -51,7 +53,7 @@ from cronlease._lease.model import (
     LeaseState,
     RunRecord,
 )
-from cronlease._lease.schema import leases, members, runs
+from cronlease._lease.schema import deliveries, leases, members, runs
 
 if TYPE_CHECKING:
     from sqlalchemy import Delete
@@ -614,6 +616,28 @@ class Statements(ABC):
         with self.write_transaction(conn):
             conn.execute(self._give_up_run, params)
             return bool(conn.execute(self._give_back, params).rowcount)
+
+    # --- the worker-side guard's deliveries (docs/design.md §5.36) -----------------
+
+    def claim_delivery(self, conn: Connection, task_id: str, name: str) -> bool:
+        """Insert ``task_id``'s row; False when it is there already (the message was
+        delivered before). One statement: the primary key decides, on every backend."""
+        try:
+            with conn.begin():
+                conn.execute(
+                    insert(deliveries).values(task_id=task_id, name=name, claimed_at=self.now)
+                )
+        except IntegrityError:
+            return False
+        return True
+
+    def forget_deliveries(self, conn: Connection, max_age: float) -> int:
+        """Delete the deliveries claimed more than ``max_age`` seconds ago; how many."""
+        with conn.begin():
+            done = conn.execute(
+                delete(deliveries).where(deliveries.c.claimed_at < self.now - max_age)
+            )
+            return int(done.rowcount)
 
     def resume(self, conn: Connection, name: str) -> None:
         with conn.begin():

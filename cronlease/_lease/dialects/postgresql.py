@@ -86,7 +86,14 @@ from cronlease._lease.membership import (
     members_of,
 )
 from cronlease._lease.model import AcquireRequest, FinishRequest, Lease, LeaseState
-from cronlease._lease.schema import RUNS_ATTEMPT_KEY, RUNS_SLOT_KEY, leases, members, runs
+from cronlease._lease.schema import (
+    RUNS_ATTEMPT_KEY,
+    RUNS_SLOT_KEY,
+    deliveries,
+    leases,
+    members,
+    runs,
+)
 from cronlease._safe_text import redact_secrets
 from cronlease.errors import ConfigError
 
@@ -493,6 +500,17 @@ class PostgreSQLStatements(Statements):
             # end the transaction the server has open
             conn.exec_driver_sql(BEGIN if autocommit else IDLE_BOUND)
             yield
+
+    def claim_delivery(self, conn: Connection, task_id: str, name: str) -> bool:
+        # ON CONFLICT DO NOTHING: a known id is no error (nor a line in the server's log)
+        statement = (
+            insert(deliveries)
+            .values(task_id=task_id, name=name, claimed_at=self.now)
+            .on_conflict_do_nothing(index_elements=[deliveries.c.task_id])
+            .returning(deliveries.c.task_id)
+        )
+        with conn.begin():
+            return conn.execute(statement).first() is not None
 
     def bounded_delete(self, where: ColumnElement[bool]) -> Delete:
         # ctid = ANY(ARRAY(...)): a TID scan; "IN (subquery)" would hash-join the table

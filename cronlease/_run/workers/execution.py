@@ -38,7 +38,7 @@ from cronlease._run.workers.watchdog import Watchdog
 from cronlease._shell_task import STDERR_TAIL_HEADER, CommandTask
 from cronlease._task import RunContext, Task
 from cronlease._timing.schedule import time_of_slot
-from cronlease.errors import CommandError, TaskTimeout
+from cronlease.errors import CommandError, SendError, TaskTimeout
 
 __all__ = ["Ended", "Execution"]
 
@@ -123,6 +123,11 @@ class Execution:
                 said, header, _ = error.partition(STDERR_TAIL_HEADER)
                 tail = " (its stderr is logged above)" if header else ""
                 logger.error("%s: tick %s failed: %s%s", task.full_name, scheduled, said, tail)
+            elif isinstance(exc, SendError):
+                # a tick's message the broker did not confirm: the broker's error is the
+                # whole story, and the sender says it once per outage, not once per tick
+                error = str(exc)
+                logger.debug("%s: tick %s failed: %s", task.full_name, scheduled, error)
             else:  # a Python task's own CommandError keeps its traceback
                 error = "".join(traceback.format_exception(exc)).strip()
                 logger.exception("%s: tick %s failed", task.full_name, scheduled)
