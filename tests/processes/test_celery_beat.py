@@ -217,7 +217,7 @@ def test_every_tick_runs_once(broker: str, make_fleet: MakeFleet) -> None:
     fleet.worker("a")
     fleet.worker("b")
     start = fleet.all_up()
-    wait_for(lambda: time.time() > start + 11, 20, "11 s of ticks")
+    wait_for(lambda: time.time() > start + 6, 20, "6 s of ticks")
     end = time.time()
     fleet.stop_replicas()
     fleet.drained()
