@@ -17,12 +17,39 @@ from pathlib import Path
 import pytest
 
 from cronlease import LeaseStore
+from cronlease._lease.model import AcquireRequest
+from tests.support.leases import ran_every_task, won
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
 
 TASKS = 50
 LATE = "skipped: it started"
+
+
+def test_the_wait_for_a_run_of_every_task_waits_for_each(tmp_path: Path, task_name: str) -> None:
+    """The wait before the stop holds until every task has run: a replica stopped
+    between its "started" line and its first tick fires that tick on time when let
+    go, and the late ticks' warning never comes."""
+    store = LeaseStore.from_url(f"sqlite:///{tmp_path / 'cronlease.db'}")
+    names = [f"{task_name}-{index:03d}" for index in range(TASKS)]
+    try:
+        store.create_tables()  # as a replica's start does
+        assert not ran_every_task(store, names)  # no run yet: the state right after "started"
+        slot = int(store.database_time() * 1000) - 60_000
+
+        def run(name: str) -> None:
+            lease = won(store.acquire(AcquireRequest(name=name, slot=slot, ttl=30.0, holder="t")))
+            assert lease is not None, name
+            store.finish(lease, "succeeded")
+
+        for name in names[:-1]:
+            run(name)
+        assert not ran_every_task(store, names)  # one task has not run yet
+        run(names[-1])
+        assert ran_every_task(store, names)
+    finally:
+        store.dispose()
 
 
 def test_a_late_batch_of_fifty_ticks_is_one_warning(tmp_path: Path, task_name: str) -> None:
@@ -32,8 +59,9 @@ def test_a_late_batch_of_fifty_ticks_is_one_warning(tmp_path: Path, task_name: s
     store = LeaseStore.from_url(url)
     try:
         replica.expect("started", 60)
-        # every task has run: the replica is past its start, on time
-        wait_for(lambda: all(store.recent_runs(names, 1).values()), 30, "a run of every task")
+        # every task has run: the replica is past its start, on time (stopped before its
+        # first tick, it would fire that tick on time when let go, and warn of nothing)
+        wait_for(lambda: ran_every_task(store, names), 30, "a run of every task")
         replica.popen.send_signal(signal.SIGSTOP)
         try:
             time.sleep(3)  # the stall itself: three ticks' time

@@ -82,3 +82,17 @@ def test_what_a_fresh_interpreter_reads_at_its_start_is_not_forked(
     for name in ("LD_PRELOAD", "FAKETIME", "PYTHONHASHSEED", "LC_ALL"):
         assert not procs.forkable(("-m", "x"), {name: "1"})
     assert not procs.forkable(("-c", "pass"), {})
+
+
+def test_reading_stderr_while_the_child_writes_loses_no_line() -> None:
+    """The child shares the stderr file's offset: reading it must not move that offset."""
+    count = 20_000
+    script = f"import sys\nfor i in range({count}):\n    sys.stderr.write(f'line {{i:06d}}\\n')\n"
+    proc = procs.Proc("-c", script + "    sys.stderr.flush()\n")
+    try:
+        while proc.popen.poll() is None:
+            proc.stderr()  # as wait_for(lambda: LINE in proc.stderr()) does
+        assert proc.popen.wait(timeout=30) == 0
+        assert proc.stderr().splitlines() == [f"line {i:06d}" for i in range(count)]
+    finally:
+        proc.kill()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cronlease._lease.model import Lease, Refusal
 from cronlease._lease.schema import leases
 from cronlease._lease.store import LeaseStore
@@ -24,3 +26,11 @@ def paused(store: LeaseStore, name: str) -> bool:
     """Whether the lease row of ``name`` says paused (no row yet: not paused)."""
     rows = store.leases([name])
     return bool(rows) and rows[0].paused
+
+
+def ran_every_task(store: LeaseStore, names: Sequence[str]) -> bool:
+    """Whether every task in ``names`` has a recorded run. Not
+    ``all(store.recent_runs(names).values())``: tasks without runs are absent from
+    that dict, so it is true before any task has run."""
+    recent = store.recent_runs(names, 1)
+    return all(recent.get(name) for name in names)

@@ -108,8 +108,13 @@ class Proc:
         self.popen.stdin.flush()
 
     def stderr(self) -> str:
-        self.stderr_file.seek(0)
-        return self.stderr_file.read()
+        """Everything the child wrote to stderr so far. Read with ``pread``: the child
+        shares the file's offset, so a seek here made its next lines overwrite earlier ones."""
+        fd, chunks, offset = self.stderr_file.fileno(), [], 0
+        while chunk := os.pread(fd, 1 << 20, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks).decode("utf-8", "surrogateescape")
 
     def stop(self, timeout: float = 30.0) -> int:
         """Send ``stop`` (the support scripts' last command), wait; SIGKILL if it hangs.
