@@ -45,9 +45,8 @@ class Proc:
         self, *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
     ) -> None:
         """``prefix``: a command that execs Python (``ip netns exec NAME``)."""
-        # Appending: the child's stderr is this same open file, one file offset shared
-        # by both; written at that offset, a line the child wrote while stderr() was
-        # between its seek(0) and the end of its read landed over earlier lines.
+        # the child's stderr is this same open file, one file offset shared by both:
+        # the child appends, and stderr() reads without moving the offset (pread)
         self.stderr_file = tempfile.TemporaryFile(mode="a+")  # noqa: SIM115 (lives with the process)
         full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
         forked = None
