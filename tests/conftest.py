@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from cronlease._lease.store import LeaseStore
-from tests.support import databases, pgbouncer, xdist_order
+from tests.support import databases, pgbouncer
 from tests.support.procs import wait_for
 
 # The configured databases; tests get their run's own ones from url_for().
@@ -68,34 +68,17 @@ _cleanup_report: list[str] = []
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest first, in shares of equal work per xdist worker (tests/support/xdist_order.py):
-    a minute-long test handed out last keeps one worker busy while the others idle."""
-    known = xdist_order.load()
-
-    def cost(item: pytest.Item) -> float:
-        if item.nodeid in known:
-            return known[item.nodeid]
-        slow = item.get_closest_marker("slow") is not None
-        return xdist_order.GUESS_SLOW if slow else xdist_order.GUESS_FAST
-
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    items[:] = xdist_order.balanced(items, cost, workers)
-
-
-_durations: dict[str, float] = {}
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """With ``CRONLEASE_TEST_DURATIONS=PATH``: each test's setup + call + teardown."""
-    if os.environ.get("CRONLEASE_TEST_DURATIONS"):
-        _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+    """The process tests (marked slow: seconds to a minute each) first, the rest after,
+    each group in its usual order: xdist hands tests out in this order, and a
+    minute-long test handed out last kept one worker busy while the other idled
+    (longest first shortens the run; the order is the same on every worker). With
+    ``--dist worksteal`` (pyproject.toml) a worker that runs dry takes the far end of
+    the other's queue: the quick tests, never one a minute long."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Drop the run's schema and database; fail the session if anything was left behind."""
-    record = os.environ.get("CRONLEASE_TEST_DURATIONS")
-    if record and not hasattr(session.config, "workerinput"):  # xdist's controller
-        xdist_order.save(_durations, Path(record))
     done, wrong = databases.finish()
     _cleanup_report[:] = [*done, *(f"LEFT BEHIND: {line}" for line in wrong)]
     if wrong and session.exitstatus == pytest.ExitCode.OK:
