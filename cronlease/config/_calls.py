@@ -12,7 +12,7 @@ from typing import Any
 
 from cronlease.errors import ConfigError
 
-__all__ = ["is_async", "resolve_call", "split_call"]
+__all__ = ["import_target", "is_async", "resolve_call", "split_call"]
 
 
 def resolve_call(target: str, base: Path | None = None) -> Callable[..., Any]:
@@ -21,6 +21,15 @@ def resolve_call(target: str, base: Path | None = None) -> Callable[..., Any]:
     ``base`` (the config file's directory) is put on ``sys.path`` first.
     Raises :class:`ConfigError`.
     """
+    obj = import_target(target, base)
+    if not callable(obj):
+        raise ConfigError(f"{target!r} is a {type(obj).__name__}, not a callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def import_target(target: str, base: Path | None = None) -> Any:
+    """Import ``"pkg.module:attribute"`` (the attribute may be dotted) and return it,
+    ``base`` put on ``sys.path`` first; ConfigError naming what could not be found."""
     module_name, attribute = split_call(target)
     if base is not None:
         folder = str(base.resolve())
@@ -37,9 +46,7 @@ def resolve_call(target: str, base: Path | None = None) -> Callable[..., Any]:
             obj = getattr(obj, part)
         except AttributeError:
             raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}") from None
-    if not callable(obj):
-        raise ConfigError(f"{target!r} is a {type(obj).__name__}, not a callable")
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 _CALL_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")

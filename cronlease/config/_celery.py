@@ -4,8 +4,6 @@ task specs, each entry a task whose body sends the entry's message
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,7 +12,7 @@ from cronlease._lease.model import check_task_name
 from cronlease._options import SCHEDULE_KEYS, OptionError, parse_options, schedule_of
 from cronlease._send.celery_beat import beat_entries
 from cronlease._send.sending import SendTask
-from cronlease.config._calls import split_call
+from cronlease.config._calls import import_target
 from cronlease.config._spec import TaskSpec
 from cronlease.errors import ConfigError
 
@@ -28,22 +26,7 @@ CELERY_DEFAULTS: Mapping[str, Any] = {"recover": True}
 def import_app(target: str, base: Path | None = None) -> Any:
     """Import ``"proj.celery:app"``: a Celery application (anything with ``send_task``
     and ``conf``); ConfigError otherwise."""
-    module_name, attribute = split_call(target)
-    if base is not None and str(base.resolve()) not in sys.path:
-        sys.path.insert(0, str(base.resolve()))
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import module {module_name!r}: {exc}") from None
-    except Exception as exc:  # the application's module may raise anything on import
-        raise ConfigError(
-            f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from None
-    for part in attribute.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}") from None
+    obj = import_target(target, base)
     # the class itself (``proj:Celery``) has both attributes too, but no configuration
     if isinstance(obj, type) or not hasattr(obj, "send_task") or not hasattr(obj, "conf"):
         raise ConfigError(f"{target!r} is a {type(obj).__name__}, not a Celery application")
