@@ -142,7 +142,7 @@ def test_the_view_is_the_cohort_of_the_same_tasks_and_settles(
 ) -> None:
     mine = task_set_digest(_tasks(3))
     assert mine == task_set_digest(reversed(_tasks(3))) != task_set_digest(_tasks(4))
-    membership = Membership(runner.store, "replica-a")
+    membership = Membership(runner.store, "replica-a", runner.outage)
     db_now = 1_796_000_000.0
     rows = Members(
         (
@@ -177,7 +177,7 @@ def test_the_view_is_the_cohort_of_the_same_tasks_and_settles(
 
 
 def test_a_replica_not_yet_in_the_rows_still_ranks_itself(runner: TickRunner) -> None:
-    membership = Membership(runner.store, "replica-a")
+    membership = Membership(runner.store, "replica-a", runner.outage)
     view = membership._read(Members((), 1_796_000_000.0), "ab")
     assert view.cohort == ("replica-a",) and view.size == 1
 

@@ -142,8 +142,8 @@ class Membership:
         self,
         store: LeaseStore,
         holder: str,
+        outage: OutageLog,
         roles: tuple[str, ...] = (),
-        outage: OutageLog | None = None,
     ) -> None:
         self._store = store
         # a renewal left unanswered starts an outage; one answered ends it (§4.4)
@@ -204,12 +204,9 @@ class Membership:
             namespace=self._namespace,
             roles=encode(self._roles),
         )
-        if self._outage is None:
+        with self._outage.waiting("renewing this replica's fleet membership"):
             members = self._store.fleet.renew([beat])
-        else:
-            with self._outage.waiting("renewing this replica's fleet membership"):
-                members = self._store.fleet.renew([beat])
-            self._outage.answered()
+        self._outage.answered()
         self._view = self._read(members, beat.task_set)
         return self._view
 

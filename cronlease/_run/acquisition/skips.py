@@ -45,7 +45,7 @@ def heard(tasks: Iterable[Task]) -> int:
 class Skips:
     """A replica's skipped ticks: counters, the per-task tally, events; thread-safe."""
 
-    def __init__(self, stats: Stats, events: EventBus, outage: OutageLog | None = None) -> None:
+    def __init__(self, stats: Stats, events: EventBus, outage: OutageLog) -> None:
         self._stats = stats
         self._outage = outage
         self._events = events
@@ -63,7 +63,7 @@ class Skips:
         caller's :meth:`OutageLog.failed`, with its statement."""
         if task.builtin:
             return False
-        absorbed = reason != "error" and self._outage is not None and self._outage.absorbs(slot)
+        absorbed = reason != "error" and self._outage.absorbs(slot)
         if count:
             self._stats.add(f"ticks_skipped_{reason}")
         with self._lock:

@@ -36,9 +36,7 @@ BACKUP_DELAY = 0.1
 class Staging:
     """Stages fired ticks on the acquirer thread, from this replica's view of the fleet."""
 
-    def __init__(
-        self, stats: Stats, membership: Membership, outage: OutageLog | None = None
-    ) -> None:
+    def __init__(self, stats: Stats, membership: Membership, outage: OutageLog) -> None:
         self._stats = stats
         self._membership = membership
         # a tick left to peers during an outage is one this replica did not run
@@ -95,8 +93,7 @@ class Staging:
                 if task.builtin:
                     continue  # not counted (docs/design.md §4.11)
                 left += 1
-                if self._outage is not None:
-                    self._outage.absorbs(slot)
+                self._outage.absorbs(slot)
         self._stats.add("ticks_left_to_peers", left)
         self._stats.add("ticks_delayed", heard(tick.task for _, tick in later))
         return now, later

@@ -54,7 +54,7 @@ class ActiveRuns:
     """The registry of runs in progress; thread-safe."""
 
     def __init__(
-        self, store: LeaseStore, stats: Stats, events: EventBus, outage: OutageLog | None = None
+        self, store: LeaseStore, stats: Stats, events: EventBus, outage: OutageLog
     ) -> None:
         self._stats = stats
         self._events = events

@@ -42,7 +42,7 @@ class _Tracked:
 class Heartbeats:
     """Renews the leases of runs in progress until told to stop."""
 
-    def __init__(self, store: LeaseStore, outage: OutageLog | None = None) -> None:
+    def __init__(self, store: LeaseStore, outage: OutageLog) -> None:
         self._store = store
         # a renewal left unanswered starts an outage; one answered ends it
         self._outage = outage
@@ -151,12 +151,9 @@ class Heartbeats:
                     self._tracked.pop(id(entry.liveness), None)
 
     def _renew_leases(self, leases: list[Lease]) -> list[bool]:
-        outage = self._outage
-        if outage is None:
-            return self._store.heartbeat_many(leases)
-        with outage.waiting(lambda: f"renewing {len(leases)} lease(s)"):
+        with self._outage.waiting(lambda: f"renewing {len(leases)} lease(s)"):
             ours = self._store.heartbeat_many(leases)
-        outage.answered()
+        self._outage.answered()
         return ours
 
     def _failed(self, entry: _Tracked, exc: Exception) -> None:
