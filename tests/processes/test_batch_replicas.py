@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from tests.support import ledger
-from tests.support.batch_replica import read_stats
+from tests.support.batch_replica import read_stats, read_unrun
 from tests.support.procs import Proc, wait_for
 
 REPLICAS = 3
@@ -41,6 +41,7 @@ def test_replica_processes_with_many_tasks_run_every_slot_once(db_url: str, task
         codes = [replica.terminate() for replica in replicas]
     assert codes == [0] * REPLICAS, [replica.stderr()[-2000:] for replica in replicas]
     stats = [read_stats(replica) for replica in replicas]
+    unrun = [read_unrun(replica) for replica in replicas]
     rows = [(t, s) for t, s, _ in ledger.rows_like(db_url, f"{task_name}-")]
     by_task: dict[str, list[int]] = defaultdict(list)
     for task, slot in rows:
@@ -50,7 +51,14 @@ def test_replica_processes_with_many_tasks_run_every_slot_once(db_url: str, task
         counts = Counter(slots)
         assert max(counts.values()) == 1, (task, [s for s, n in counts.items() if n > 1])
         expected = set(range(min(slots), max(slots) + 1000, 1000))
-        assert not expected - set(slots), (task, sorted(expected - set(slots)))
+        for slot in sorted(expected - set(slots)):
+            # On a loaded machine a tick may start past its grace or find every
+            # worker busy: skipped, and said so. A slot no replica ran must have been
+            # skipped by one for a reason of its own, not only found another's (a
+            # lease won and never run, or a tick nobody tried, is what this looks
+            # for); a replica left to its peers does not try it (design §4.4).
+            why = [seen.get((task, slot)) for seen in unrun]
+            assert set(why) - {None, "taken", "contended"}, (task, slot, why)
     # every task ran in the slots all replicas were up for, spread over the replicas
     assert all(sum(s >= start_ms for s in slots) >= 3 for slots in by_task.values())
     # and the replicas acquired them in batches, not one statement per task: each its

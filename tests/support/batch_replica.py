@@ -2,7 +2,9 @@
 
 ``COUNT`` tasks ``PREFIX-000``... every second, each appending its slot to the
 ledger; prints ``started`` once the scheduler runs, and on SIGTERM a line
-``stats key=value...`` of its batching counters, then exits 0. Log lines (stderr)
+``stats key=value...`` of its batching counters and a line ``unrun task@slot=reason...``
+of the ticks it did not run (each skip's reason, or ``failed`` for a run that
+failed), then exits 0. Log lines (stderr)
 carry their level.
 
 - ``CRONLEASE_TEST_LONE=1``: one more task, ``PREFIX-lone``, every second half a
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine
 
-from cronlease import RunContext, Scheduler
+from cronlease import RunContext, RunFinished, Scheduler, TickSkipped
 from cronlease._lease.database import normalize_url
 from cronlease._timing.schedule import EPOCH
 from tests.support import ledger
@@ -84,17 +86,35 @@ def replica_main(url: str, prefix: str, count: int) -> None:
         anchor = EPOCH + timedelta(seconds=0.5) if name.endswith("-lone") else None
         scheduler.add_task(write, every="1s", name=name, anchor=anchor)
 
+    unrun: list[str] = []  # list.append is atomic: listeners run on several threads
+    scheduler.listen(lambda e: unrun.append(f"{e.task}@{e.slot}={e.reason}"), TickSkipped)
+    scheduler.listen(
+        lambda e: e.outcome == "succeeded" or unrun.append(f"{e.task}@{e.slot}=failed"),
+        RunFinished,
+    )
     run_forever_announced(scheduler)
     stats = scheduler.stats.snapshot()
     keys = ["acquire_batches", "acquire_batch_ticks", "ticks_missed", "ticks_left_to_peers"]
     keys += sorted(key for key in stats if key.startswith("ticks_skipped_") or "lease" in key)
     print("stats", " ".join(f"{key}={stats.get(key, 0)}" for key in keys), flush=True)
+    print("unrun", *unrun, flush=True)
 
 
 def read_stats(replica: Proc) -> dict[str, int]:
     """The counters of a replica's ``stats`` line (printed on SIGTERM)."""
     line = replica.expect("stats", timeout=10)
     return {key: int(value) for key, value in (pair.split("=") for pair in line.split()[1:])}
+
+
+def read_unrun(replica: Proc) -> dict[tuple[str, int], str]:
+    """The ticks a replica did not run, with why (its ``unrun`` line, after ``stats``)."""
+    line = replica.expect("unrun", timeout=10)
+    unrun: dict[tuple[str, int], str] = {}
+    for item in line.split()[1:]:
+        key, reason = item.rsplit("=", 1)
+        task, slot = key.rsplit("@", 1)
+        unrun[task, int(slot)] = reason
+    return unrun
 
 
 if __name__ == "__main__":
