@@ -303,3 +303,17 @@ def test_a_retry_runs_a_duplicate_does_not(tmp_path: Path, task_name: str) -> No
         worker.stop()
         broker.close()
     assert runs == ["flaky-1", "flaky-1"]  # the first run, and its retry; not the duplicate
+
+
+@pytest.mark.parametrize("url", ["amqp://guest:guest@127.0.0.1:1/%2F", "redis://127.0.0.1:1/0"])
+def test_a_broker_that_refuses_connections_is_an_outage(url: str) -> None:
+    """The errors a real client raises for a broker nobody listens for (Dramatiq wraps
+    pika's) are outages: one log line per outage, not a refusal per task."""
+    from cronlease._send.dramatiq_send import DramatiqSender
+    from tests.support.dramatiq_app import make_broker
+
+    sender = DramatiqSender(make_broker(url, "nowhere"), "tick", "nowhere")
+    key = "nowhere.x@1000"
+    with pytest.raises(Exception) as raised:
+        sender.send(Message(key, task_id_of(key), datetime.now(timezone.utc), attempt=1))
+    assert sender.unreachable(raised.value), raised.value

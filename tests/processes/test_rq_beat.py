@@ -281,3 +281,11 @@ def test_a_retry_runs(
         os.getpid(),
         os.getpid(),
     ]
+
+
+def test_a_redis_that_refuses_connections_is_an_outage() -> None:
+    queue = Queue("nowhere", connection=Redis.from_url("redis://127.0.0.1:1/0"))
+    sender = RqSender(queue, "tests.support.rq_jobs.tick")
+    with pytest.raises(Exception) as raised:
+        sender.send(message("nowhere.x@1000"))
+    assert sender.unreachable(raised.value), raised.value
