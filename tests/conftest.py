@@ -8,9 +8,10 @@ and drops both at the end of the session, passed or failed; the session fails
 if a ``cronlease%`` table was left in the configured databases
 (tests/support/databases.py). ``CRONLEASE_TEST_REQUIRE`` (e.g.
 ``postgresql,mysql,pgbouncer,spin,celery``) turns an unreachable server (or a missing
-``pgbouncer``, or SPIN for the model check, or an unreachable RabbitMQ or Redis for
-Celery's process tests: ``celery``, or ``rabbitmq``/``redis`` alone) into a failure
-instead of a skip, so CI cannot pass by skipping.
+``pgbouncer``, or SPIN for the model check, or a missing Celery, Dramatiq or RQ or an
+unreachable RabbitMQ or Redis for their process tests: ``celery``, ``dramatiq``, ``rq``,
+or ``rabbitmq``/``redis`` alone) into a failure instead of a skip, so CI cannot pass by
+skipping.
 
 ``pgbouncers`` starts, once per test process, two real PgBouncers in front of
 a PostgreSQL database of the run's own (tests/support/pgbouncer.py): one in

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -341,3 +342,34 @@ def test_redelivered_after_worker_killed(guard: str, make_fleet: MakeFleet) -> N
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def test_a_retry_runs_a_duplicate_does_not(tmp_path: Path) -> None:
+    """Celery's own worker in this process (solo pool, in-memory broker: FIFO): a task
+    that fails once and calls ``self.retry()`` is sent again under its task id, behind a
+    duplicate of the first message; the duplicate is skipped, the retry (claimed apart)
+    runs."""
+    from celery import Celery
+    from celery.contrib.testing.worker import start_worker
+
+    from cronlease.contrib.celery import OnceTask
+
+    app = Celery("retries", broker="memory://", set_as_current=False)
+    app.conf.update(
+        task_ignore_result=True,
+        cronlease_database_url=url_for("sqlite", tmp_path),
+        broker_connection_retry_on_startup=True,
+    )
+    runs: list[int] = []
+
+    @app.task(bind=True, base=OnceTask, name="retries.flaky", max_retries=2)
+    def flaky(self: Any) -> None:
+        runs.append(self.request.retries)
+        if len(runs) == 1:
+            raise self.retry(countdown=0)
+
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+        flaky.apply_async(task_id="the-task")
+        flaky.apply_async(task_id="the-task")  # a duplicate, queued before the retry
+        wait_for(lambda: len(runs) >= 2, 15, lambda: f"runs: {runs}")
+    assert runs == [0, 1]

@@ -154,6 +154,8 @@ PUBLIC_MODULES = [
     "cronlease.cli",
     "cronlease.config",
     "cronlease.contrib.celery",
+    "cronlease.contrib.dramatiq",
+    "cronlease.contrib.rq",
     "cronlease.errors",
     "cronlease.opentelemetry",
     "cronlease.prometheus",
@@ -215,6 +217,37 @@ def test_the_celery_module_is_pinned() -> None:
     ]
 
 
+def test_the_dramatiq_and_rq_modules_are_pinned() -> None:
+    import cronlease.contrib.celery
+    import cronlease.contrib.dramatiq
+    import cronlease.contrib.rq
+
+    assert cronlease.contrib.dramatiq.__all__ == [
+        "KEEP_DELIVERIES",
+        "ClaimFailed",
+        "Message",
+        "OnceMiddleware",
+        "SendTask",
+        "Sender",
+        "dramatiq_sender",
+        "task_id_of",
+    ]
+    assert cronlease.contrib.rq.__all__ == [
+        "KEEP_DELIVERIES",
+        "Message",
+        "SendTask",
+        "Sender",
+        "once",
+        "rq_sender",
+        "task_id_of",
+    ]
+    # one mechanism: the same task body and message for every queue
+    for module in (cronlease.contrib.dramatiq, cronlease.contrib.rq):
+        assert module.SendTask is cronlease.contrib.celery.SendTask
+        assert module.Message is cronlease.contrib.celery.Message
+        assert module.KEEP_DELIVERIES == cronlease.contrib.celery.KEEP_DELIVERIES
+
+
 def test_public_modules_are_every_public_top_level_module() -> None:
     root = Path(cronlease.__file__).parent
     found = {
@@ -226,6 +259,8 @@ def test_public_modules_are_every_public_top_level_module() -> None:
     assert found - {"cronlease.contrib"} == set(PUBLIC_MODULES) - {
         "cronlease",
         "cronlease.contrib.celery",
+        "cronlease.contrib.dramatiq",
+        "cronlease.contrib.rq",
     }
 
 

@@ -23,9 +23,6 @@ it recorded before (a resent or redelivered message).
 from __future__ import annotations
 
 import logging
-import os
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,10 +30,10 @@ from celery import Task as _CeleryTask
 
 from cronlease._scheduler import Scheduler
 from cronlease._send.celery_beat import CelerySender
+from cronlease._send.deliveries import KEEP_DELIVERIES, deliveries, delivery_id
 from cronlease._send.sending import Message, Sender, SendTask, task_id_of
 from cronlease._task import Task
-from cronlease.config import DATABASE_ENV, celery_specs
-from cronlease.store import LeaseStore
+from cronlease.config import celery_specs
 
 __all__ = [
     "DATABASE_SETTING",
@@ -54,10 +51,6 @@ logger = logging.getLogger("cronlease")
 
 #: the app setting that names the guard's database (else ``CRONLEASE_DATABASE_URL``)
 DATABASE_SETTING = "cronlease_database_url"
-#: seconds a delivery is remembered: a redelivery later than this runs the body again
-KEEP_DELIVERIES = 7 * 86400.0
-#: how often a worker process deletes deliveries older than that
-FORGET_EVERY = 3600.0
 
 
 def celery_sender(
@@ -83,43 +76,9 @@ def add_beat_schedule(scheduler: Scheduler, app: Any, **options: Any) -> list[Ta
     return [spec.add_to(scheduler) for spec in celery_specs(app, options)]
 
 
-class _Deliveries:
-    """This process's store for the guard, opened on first use (after a fork)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._store: LeaseStore | None = None
-        self._pid = 0
-        self._forgot_at = 0.0
-
-    def store(self, app: Any) -> LeaseStore:
-        with self._lock:
-            if self._store is None or self._pid != os.getpid():
-                url = app.conf.get(DATABASE_SETTING) or os.environ.get(DATABASE_ENV)
-                if not url:
-                    raise RuntimeError(
-                        f"OnceTask needs the cronlease database: set app.conf.{DATABASE_SETTING} "
-                        f"or {DATABASE_ENV}"
-                    )
-                store = LeaseStore.from_url(url)
-                store.create_tables()
-                self._store, self._pid = store, os.getpid()
-            return self._store
-
-    def claim(self, app: Any, task_id: str, name: str) -> bool:
-        store = self.store(app)
-        claimed = store.claim_delivery(task_id, name)
-        now = time.monotonic()
-        if now - self._forgot_at >= FORGET_EVERY:
-            self._forgot_at = now
-            try:
-                store.forget_deliveries(KEEP_DELIVERIES)
-            except Exception as exc:  # the claim is what matters; the next hour tries again
-                logger.debug("old deliveries not deleted: %s", exc)
-        return claimed
-
-
-_deliveries = _Deliveries()
+def _claim(app: Any, task_id: str, name: str) -> bool:
+    url = deliveries.url(app.conf.get(DATABASE_SETTING), "OnceTask", f"app.conf.{DATABASE_SETTING}")
+    return deliveries.claim(url, task_id, name)
 
 
 class OnceTask(_CeleryTask):  # type: ignore[misc]
@@ -131,19 +90,23 @@ class OnceTask(_CeleryTask):  # type: ignore[misc]
     without running the body (logged at INFO, the task returns None). What it
     does not do: run the body again when the first delivery died after the
     insert (a worker killed mid-task): the body ran at most once, not exactly
-    once. A database error fails the task (the body does not run). A call
-    without a message (``task()``, ``task.apply()`` eagerly) is not guarded.
+    once. A retry of a failed run (``self.retry()``, ``autoretry_for``: the same
+    task id sent again) is claimed apart (``<task id>/retry <n>``): it runs. A
+    database error fails the task (the body does not run). A call without a message
+    (``task()``, ``task.apply()`` eagerly) is not guarded.
     """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         request = self.request
         task_id = request.id
         guarded = task_id is not None and not request.called_directly
-        if guarded and not _deliveries.claim(self.app, task_id, self.name):
+        # a retry (self.retry(), autoretry_for) is the same task id sent again: its own claim
+        claim = delivery_id(task_id, request.retries) if guarded else task_id
+        if guarded and not _claim(self.app, claim, self.name):
             logger.info(
                 "%s[%s]: delivered before; its body is not run again",
                 self.name,
-                task_id,
+                claim,
                 extra={"cronlease_task_id": task_id},
             )
             return None
