@@ -224,6 +224,7 @@ def _dead(row: Any, now: datetime) -> str | None:
 
 def _row_entry(row: Any, app: Any, tz_aware: bool, now: datetime) -> _Entry:
     name = str(row.name)
+    schedule = _row_schedule(row, app, tz_aware)  # first: a clocked row is one_off too
     if row.one_off:
         raise Untranslatable(
             "one_off: beat sends it once and then disables it; cronlease has no run-once "
@@ -239,7 +240,6 @@ def _row_entry(row: Any, app: Any, tz_aware: bool, now: datetime) -> _Entry:
             f"expires at {_aware(row.expires).isoformat()}: beat stops sending it then; "
             "cronlease has no end date"
         )
-    schedule = _row_schedule(row, app, tz_aware)
     options: dict[str, Any] = {}
     # what DatabaseScheduler's ModelEntry passes to send_task, in its order
     for key in ("queue", "exchange", "routing_key", "priority"):
@@ -276,7 +276,8 @@ def _row_schedule(row: Any, app: Any, tz_aware: bool) -> dict[str, Any]:
     if row.solar is not None:
         solar = row.solar
         raise Untranslatable(
-            f"solar schedule ({solar.event} at {solar.latitude}, {solar.longitude}): cronlease "
+            f"solar schedule ({solar.event} at {float(solar.latitude):g}, "
+            f"{float(solar.longitude):g}): cronlease "
             "has no sunrise/sunset schedule"
         )
     if row.clocked is not None:
