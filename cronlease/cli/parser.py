@@ -46,8 +46,7 @@ def epilog(settings: str | None = None, commands: Collection[str] = COMMANDS) ->
     """The exit statuses and environment, for the ``commands`` offered; ``settings``: what
     configures them instead of a config file (``manage.py cronlease``: settings.CRONLEASE)."""
     crontab = (
-        ", a crontab line or beat entry import-crontab or import-celery-beat cannot translate "
-        "faithfully"
+        ", a crontab line or beat entry an import command cannot translate faithfully"
         if "import-crontab" in commands
         else ""
     )
