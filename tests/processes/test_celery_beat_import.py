@@ -15,10 +15,13 @@ import subprocess
 import sys
 import textwrap
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
+
+import pytest
 
 from tests.conftest import skip_or_fail
 from tests.support.procs import ROOT
@@ -41,6 +44,9 @@ from celery.schedules import crontab, maybe_schedule  # noqa: E402
 from cronlease.config import load_config  # noqa: E402
 from tests.unit.test_celery_beat import beat_fires_after  # noqa: E402
 
+#: real processes: seconds each (the three take about 10 s)
+pytestmark = pytest.mark.slow
+
 ZONE = "Europe/Paris"
 #: the weeks of Paris's two daylight-saving changes in 2026 (29 March, 25 October)
 WEEKS = (datetime(2026, 3, 25, tzinfo=timezone.utc), datetime(2026, 10, 21, tzinfo=timezone.utc))
@@ -51,6 +57,18 @@ CRONTABS: dict[str, dict[str, Any]] = {
     "early-hours": {"minute": 5, "hour": "1-3"},
     "month-days": {"minute": 0, "hour": 0, "day_of_month": "1,25,29"},
 }
+
+
+@pytest.fixture(autouse=True)
+def _leave_nothing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The test apps this process imports (the loader puts their folder on sys.path) go
+    when the test ends."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.startswith("beat_app_"):
+            del sys.modules[name]
 
 
 def _env() -> dict[str, str]:
