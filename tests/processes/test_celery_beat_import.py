@@ -313,6 +313,13 @@ def test_django_celery_beat_rows_are_tables_and_each_bad_row_costs_its_entry(
     )
     assert made.returncode == 0, made.stderr
 
+    unmigrated = f"{settings}_empty"
+    (tmp_path / f"{unmigrated}.py").write_text(SETTINGS.replace("beat.sqlite3", "empty.sqlite3"))
+    unread = cli(target, "--django", "--settings", unmigrated, cwd=tmp_path)
+    assert unread.returncode == 1 and unread.stdout == ""
+    assert "cannot read django-celery-beat's periodic tasks: no such table" in unread.stderr
+    assert "manage.py migrate django_celery_beat" in unread.stderr
+
     no_settings = cli(target, "--django", cwd=tmp_path)
     assert no_settings.returncode == 2
     assert "give --settings MODULE or set DJANGO_SETTINGS_MODULE" in no_settings.stderr
