@@ -244,7 +244,10 @@ _CATCHUP = (
     "(the latest 1 to 1000)"
 )
 _RETRIES = "[Retries and crash recovery](#retries-and-crash-recovery)"
-_ARGUMENTS = "the call's arguments (a `call` only in the file), checked against its signature"
+_ARGUMENTS = (
+    "the call's arguments (a `call` only in the file), checked against its signature; "
+    "a `celery_task`'s are its message's"
+)
 
 
 def option(

@@ -45,8 +45,11 @@ __all__ = [
     "BeatEntry",
     "CelerySender",
     "beat_entries",
+    "beat_entry",
+    "beat_table",
     "crontab_fields",
     "schedule_options",
+    "zone_name",
 ]
 
 #: the keys of a ``beat_schedule`` entry, as Celery documents them
@@ -203,7 +206,8 @@ class BeatEntry:
     sender: CelerySender = field(repr=False)
 
 
-def _zone_name(app: Any, entry: str) -> str:
+def zone_name(app: Any, entry: str) -> str:
+    """The IANA name of the app's time zone (its crontabs' zone); ConfigError if none."""
     zone: tzinfo = app.timezone
     if zone is timezone.utc or getattr(zone, "key", None) in ("UTC", "Etc/UTC"):
         return "UTC"
@@ -260,7 +264,7 @@ def schedule_options(app: Any, entry: str, schedule: Any) -> dict[str, Any]:
     if type(schedule) is schedules.schedule:
         return {"every": schedule.run_every}
     if type(schedule) is schedules.crontab:
-        return {"cron": crontab_fields(schedule, entry), "timezone": _zone_name(app, entry)}
+        return {"cron": crontab_fields(schedule, entry), "timezone": zone_name(app, entry)}
     if isinstance(schedule, schedules.solar):
         raise ConfigError(
             f"{where}: solar schedules ({schedule.event!r} at {schedule.lat}, {schedule.lon}) "
@@ -275,32 +279,39 @@ def schedule_options(app: Any, entry: str, schedule: Any) -> dict[str, Any]:
 def beat_entries(app: Any) -> list[BeatEntry]:
     """Every entry of ``app.conf.beat_schedule``, translated; ConfigError for the first
     entry that cannot be."""
+    return [beat_entry(app, name, entry) for name, entry in beat_table(app).items()]
+
+
+def beat_table(app: Any) -> Mapping[Any, Any]:
+    """``app.conf.beat_schedule`` (empty when unset); ConfigError if it is not a dict."""
     table = app.conf.beat_schedule or {}
     if not isinstance(table, Mapping):
         raise ConfigError(f"beat_schedule must be a dict, not {type(table).__name__}")
-    entries: list[BeatEntry] = []
-    for name, entry in table.items():
-        if not isinstance(entry, Mapping):
-            raise ConfigError(f"beat entry {name!r}: must be a dict, not {type(entry).__name__}")
-        for key in entry:
-            if key not in ENTRY_KEYS:
-                raise ConfigError(
-                    f"beat entry {name!r}, key {key!r}: unknown key; known keys: "
-                    + ", ".join(ENTRY_KEYS)
-                )
-        for key in ("task", "schedule"):
-            if key not in entry:
-                raise ConfigError(f"beat entry {name!r}: has no {key!r}")
-        schedule = schedule_options(app, str(name), entry["schedule"])
-        try:
-            sender = CelerySender(
-                app,
-                entry["task"],
-                entry.get("args") or (),
-                entry.get("kwargs"),
-                entry.get("options"),
+    return table
+
+
+def beat_entry(app: Any, name: Any, entry: Any) -> BeatEntry:
+    """One ``beat_schedule`` entry, translated; ConfigError naming it if it cannot be."""
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"beat entry {name!r}: must be a dict, not {type(entry).__name__}")
+    for key in entry:
+        if key not in ENTRY_KEYS:
+            raise ConfigError(
+                f"beat entry {name!r}, key {key!r}: unknown key; known keys: "
+                + ", ".join(ENTRY_KEYS)
             )
-        except ConfigError as exc:
-            raise ConfigError(f"beat entry {name!r}: {exc}") from None
-        entries.append(BeatEntry(str(name), schedule, sender))
-    return entries
+    for key in ("task", "schedule"):
+        if key not in entry:
+            raise ConfigError(f"beat entry {name!r}: has no {key!r}")
+    schedule = schedule_options(app, str(name), entry["schedule"])
+    try:
+        sender = CelerySender(
+            app,
+            entry["task"],
+            entry.get("args") or (),
+            entry.get("kwargs"),
+            entry.get("options"),
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"beat entry {name!r}: {exc}") from None
+    return BeatEntry(str(name), schedule, sender)

@@ -8,7 +8,8 @@
 - ``run``: ``run``;
 - ``check``: ``check`` (the check model and its two outputs);
 - ``inspect``: ``status`` and ``history``; ``table``: the ``status`` table (narrow, wide);
-- ``manage``: ``pause``, ``resume``, ``trigger``, ``init-db``, ``web``, ``import-crontab``;
+- ``manage``: ``pause``, ``resume``, ``trigger``, ``init-db``, ``web``, ``import-crontab``,
+  ``import-celery-beat``;
 - ``forget``: ``forget`` (an orphaned lease row and its history).
 """
 
@@ -36,6 +37,7 @@ from cronlease.cli.common import Preset as Preset
 from cronlease.cli.common import logger as logger
 from cronlease.cli.inspect import cmd_history as cmd_history
 from cronlease.cli.inspect import cmd_status as cmd_status
+from cronlease.cli.manage import cmd_import_celery_beat as cmd_import_celery_beat
 from cronlease.cli.manage import cmd_import_crontab as cmd_import_crontab
 from cronlease.cli.manage import cmd_init_db as cmd_init_db
 from cronlease.cli.manage import cmd_pause as cmd_pause

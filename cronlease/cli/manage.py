@@ -2,7 +2,8 @@
 
 ``pause``, ``resume`` and ``trigger`` steer one task on every replica;
 ``init-db`` creates the tables; ``web`` serves the status page;
-``import-crontab`` translates a crontab into a config file.
+``import-crontab`` and ``import-celery-beat`` translate a crontab, a Celery beat schedule
+into a config file.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 from cronlease._service import (
+    Failure,
     UsageError,
     declared_tasks,
     open_store,
@@ -185,6 +187,88 @@ def cmd_import_crontab(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+# --- import-celery-beat ------------------------------------------------------------
+
+
+def cmd_import_celery_beat(args: argparse.Namespace) -> int:
+    """As import-crontab: an entry not translated is exit 2 and nothing written, unless
+    --partial (then exit 2 only if no entry could be)."""
+    from cronlease.config import translate_celery_app, translate_django_beat
+
+    # the app, and Django's settings, are imported from here, as `celery -A` and
+    # manage.py do
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    if args.django:
+        _setup_django(args.settings)
+        try:
+            from django.db import DatabaseError
+        except ImportError:  # pragma: no cover - _setup_django imported Django
+            raise
+        try:
+            result = translate_django_beat(args.app, partial=args.partial)
+        except DatabaseError as exc:
+            raise Failure(
+                f"cannot read django-celery-beat's periodic tasks: {exc} (are its migrations "
+                "applied? `manage.py migrate django_celery_beat`)"
+            ) from None
+        source = "django-celery-beat"
+    else:
+        if args.settings is not None:
+            raise UsageError("--settings applies to --django only")
+        result = translate_celery_app(args.app, partial=args.partial)
+        source = f"the beat_schedule of {args.app}"
+    for note in result.notes:
+        print(f"cronlease: {note}", file=sys.stderr)
+    for problem in result.problems:
+        print(f"cronlease: {problem}", file=sys.stderr)
+    refused = len(result.problems)
+    if refused and not args.partial:
+        print(
+            f"cronlease: error: {refused} entr{'y' if refused == 1 else 'ies'} of {source} "
+            "cannot be translated faithfully; nothing written (fix them, or give --partial "
+            "to write the others with these as comments)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if refused and result.tasks == 0:
+        print(
+            f"cronlease: error: no entry of {source} could be translated; nothing written",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if args.output is None:
+        sys.stdout.write(result.toml)
+    else:
+        _write_atomically(Path(args.output), result.toml)
+    if refused:
+        print(
+            f"cronlease: {refused} entr{'y' if refused == 1 else 'ies'} of {source} left out "
+            "(--partial); each is a NOT TRANSLATED comment in the output",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _setup_django(settings: str | None) -> None:
+    """Django set up as manage.py does: --settings wins over DJANGO_SETTINGS_MODULE."""
+    if settings is not None:
+        os.environ["DJANGO_SETTINGS_MODULE"] = settings
+    elif not os.environ.get("DJANGO_SETTINGS_MODULE"):
+        raise UsageError("--django: give --settings MODULE or set DJANGO_SETTINGS_MODULE")
+    try:
+        import django
+    except ImportError:
+        raise UsageError("--django needs Django and django-celery-beat installed") from None
+    try:
+        django.setup()
+    except Exception as exc:  # the project's settings may raise anything on import
+        raise UsageError(
+            f"cannot set up Django with settings {os.environ['DJANGO_SETTINGS_MODULE']!r}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _read_crontab(file: str, source: str) -> str:

@@ -13,6 +13,7 @@ from cronlease.cli.common import DISABLED_ENV
 from cronlease.cli.forget import cmd_forget
 from cronlease.cli.inspect import cmd_history, cmd_status
 from cronlease.cli.manage import (
+    cmd_import_celery_beat,
     cmd_import_crontab,
     cmd_init_db,
     cmd_pause,
@@ -37,6 +38,7 @@ COMMANDS = (
     "init-db",
     "web",
     "import-crontab",
+    "import-celery-beat",
 )
 
 
@@ -44,7 +46,7 @@ def epilog(settings: str | None = None, commands: Collection[str] = COMMANDS) ->
     """The exit statuses and environment, for the ``commands`` offered; ``settings``: what
     configures them instead of a config file (``manage.py cronlease``: settings.CRONLEASE)."""
     crontab = (
-        ", a crontab line import-crontab cannot translate faithfully"
+        ", a crontab line or beat entry an import command cannot translate faithfully"
         if "import-crontab" in commands
         else ""
     )
@@ -297,6 +299,40 @@ def build_parser(
         help="write the lines that translate even if some cannot be translated faithfully "
         "(those stay in the output as comments, and are listed on stderr); without it such "
         "a crontab exits 2 and nothing is written",
+    )
+    beat = command(
+        "import-celery-beat",
+        cmd_import_celery_beat,
+        "print a cronlease.toml equivalent to a Celery app's beat_schedule (or, with "
+        "--django, to django-celery-beat's periodic tasks)",
+    )
+    beat.add_argument(
+        "app", metavar="APP", help='the Celery app, as "module:attribute" (proj.celery:app)'
+    )
+    beat.add_argument(
+        "--django",
+        action="store_true",
+        help="read django-celery-beat's PeriodicTask rows instead of the app's beat_schedule "
+        "(each becomes a [tasks.NAME] table sending through APP)",
+    )
+    beat.add_argument(
+        "--settings",
+        metavar="MODULE",
+        help="with --django: the Django settings module (default: DJANGO_SETTINGS_MODULE)",
+    )
+    beat.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the config to FILE (replaced whole, and only if the translation is "
+        "written) instead of stdout",
+    )
+    beat.add_argument(
+        "--partial",
+        action="store_true",
+        help="write the entries that translate even if some cannot be translated faithfully "
+        "(those stay in the output as comments, and are listed on stderr); without it such "
+        "a schedule exits 2 and nothing is written",
     )
     return parser
 

@@ -32,13 +32,16 @@ Layout::
     timeout = "30m"
 
 ``cronlease import-crontab`` writes such a file from a crontab
-(:func:`translate_crontab`).
+(:func:`translate_crontab`), ``cronlease import-celery-beat`` from a Celery app's
+``beat_schedule`` or django-celery-beat's rows (:func:`translate_celery_app`,
+:func:`translate_django_beat`).
 
 The modules, one job each: ``_load`` reads and parses the file, ``_validate``
 checks its tables, ``_locate`` finds the line of a key for messages,
 ``_database`` the database URL or ``[database]`` table, ``_spec`` is what a
 valid file declares (and puts it on a scheduler),
-``_calls`` imports ``call`` targets, ``_crontab`` translates crontabs.
+``_calls`` imports ``call`` targets, ``_crontab`` translates crontabs,
+``_celery`` reads ``[celery]``, ``_celery_import`` translates beat schedules.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ from __future__ import annotations
 from cronlease._lease.settings import PoolKeywords
 from cronlease.config._calls import resolve_call
 from cronlease.config._celery import celery_specs
+from cronlease.config._celery_import import BeatImport
+from cronlease.config._celery_import import translate_app as translate_celery_app
+from cronlease.config._celery_import import translate_django as translate_django_beat
 from cronlease.config._crontab import Translation, local_timezone, translate_crontab
 from cronlease.config._load import DEFAULT_CONFIG, load_config
 from cronlease.config._spec import Config, TaskSpec, TaskTarget
@@ -54,6 +60,7 @@ from cronlease.config._validate import DATABASE_ENV
 __all__ = [
     "DATABASE_ENV",
     "DEFAULT_CONFIG",
+    "BeatImport",
     "Config",
     "PoolKeywords",
     "TaskSpec",
@@ -63,5 +70,7 @@ __all__ = [
     "load_config",
     "local_timezone",
     "resolve_call",
+    "translate_celery_app",
     "translate_crontab",
+    "translate_django_beat",
 ]

@@ -32,7 +32,7 @@ from cronlease._timing.schedule import Schedule
 from cronlease.config._crontab_lines import Assignment, Entry, Refused, read_line
 from cronlease.errors import ConfigError
 
-__all__ = ["Translation", "local_timezone", "translate_crontab"]
+__all__ = ["Translation", "local_timezone", "toml_comment", "toml_string", "translate_crontab"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")  # FOO=bar program ...
@@ -115,7 +115,7 @@ def translate_crontab(
     state = _State(zone=timezone)
     names: set[str] = set()
     users: set[str] = set()
-    where = _comment(source)
+    where = toml_comment(source)
 
     lines = text.split("\n")
     unterminated = lines[-1]  # "" when the text ends with its newline
@@ -135,36 +135,38 @@ def translate_crontab(
             problems.append(f"{source}:{number}: not translated ({exc}): {line}")
             out.append("")
             out.append(
-                f"# NOT TRANSLATED {where}:{number} ({_comment(str(exc))}): {_comment(line)}"
+                f"# NOT TRANSLATED {where}:{number} "
+                f"({toml_comment(str(exc))}): {toml_comment(line)}"
             )
             continue
 
         command = entry.command
         name = _unique(_name_for(command), names)
         out.append("")
-        out.append(f"# {where}:{number}: {_comment(line)}")
+        out.append(f"# {where}:{number}: {toml_comment(line)}")
         if entry.user is not None:
             users.add(entry.user)
             out.append(
-                f"# ran as user {_comment(repr(entry.user))}; "
+                f"# ran as user {toml_comment(repr(entry.user))}; "
                 "cronlease runs it as the user it runs as"
             )
         out.append(f"[tasks.{name}]")
-        out.append(f"cron = {_string(schedule.expression)}")
+        out.append(f"cron = {toml_string(schedule.expression)}")
         if schedule.timezone != "UTC":
-            out.append(f"timezone = {_string(schedule.timezone)}")
+            out.append(f"timezone = {toml_string(schedule.timezone)}")
         if state.shell == "/bin/sh":
-            out.append(f"command = {_string(command)}")
+            out.append(f"command = {toml_string(command)}")
             out.append("shell = true")
         else:
-            out.append(f"command = [{_string(state.shell)}, {_string('-c')}, {_string(command)}]")
+            argv = ", ".join(toml_string(part) for part in (state.shell, "-c", command))
+            out.append(f"command = [{argv}]")
         if state.env:
-            pairs = ", ".join(f"{var} = {_string(value)}" for var, value in state.env.items())
+            pairs = ", ".join(f"{var} = {toml_string(value)}" for var, value in state.env.items())
             out.append(f"env = {{ {pairs} }}")
 
     if len(users) > 0:
         notes.append(
-            f"{source}: the crontab ran commands as {_comment(', '.join(sorted(users)))}; "
+            f"{source}: the crontab ran commands as {toml_comment(', '.join(sorted(users)))}; "
             "cronlease runs every command as its own user"
         )
     header = [
@@ -200,7 +202,7 @@ def _read(
     return parsed
 
 
-def _comment(text: str) -> str:
+def toml_comment(text: str) -> str:
     """``text`` fit for a TOML comment: TOML refuses controls there, terminals misread them."""
     return escape_controls(text, keep="\t")
 
@@ -274,7 +276,7 @@ def _unique(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def _string(value: str) -> str:
+def toml_string(value: str) -> str:
     """A TOML basic string (JSON's escapes are valid TOML). JSON leaves DEL, C1 and bidi
     controls as they are: TOML refuses a raw DEL, and none of them may reach a terminal."""
     return escape_controls(json.dumps(value, ensure_ascii=False), keep="", unicode_escapes=True)

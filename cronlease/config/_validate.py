@@ -26,10 +26,12 @@ from cronlease._options import (
     unknown_key,
 )
 from cronlease._roles import parse_roles
+from cronlease._send.celery_beat import CelerySender
+from cronlease._send.sending import SendTask
 from cronlease._task import RunContext
 from cronlease._timing.schedule import parse_duration
 from cronlease.config._calls import resolve_call, split_call
-from cronlease.config._celery import celery_specs
+from cronlease.config._celery import celery_specs, import_app
 from cronlease.config._database import DatabaseTable, beside
 from cronlease.config._locate import SourceLines
 from cronlease.config._spec import Config, TaskSpec
@@ -55,9 +57,12 @@ SCHEDULER_KEYS = ("shutdown_grace", "roles")
 #: function is its own ``call``) and how a command is run; the rest is :data:`OPTIONS`
 CALL_KEYS = ("call",)
 COMMAND_KEYS = ("command", "shell", "cwd", "env")
+#: a task whose run sends a Celery task by name through an app (a beat entry written out
+#: as a table: ``cronlease import-celery-beat``); ``args``/``kwargs`` are the message's
+SEND_KEYS = ("celery_task", "celery_app", "celery_options")
 #: options that apply to a ``call`` only (a command takes its arguments in its line)
 CALL_OPTIONS = tuple(key for key, option in OPTIONS.items() if option.call_only)
-TASK_KEYS = (*CALL_KEYS, *COMMAND_KEYS, *OPTIONS)
+TASK_KEYS = (*CALL_KEYS, *COMMAND_KEYS, *SEND_KEYS, *OPTIONS)
 #: keys of the ``[celery]`` table: the app, and task options for every beat entry (not
 #: the schedule, which is each entry's, nor a call's arguments, which are the entry's)
 CELERY_KEYS = (
@@ -256,20 +261,21 @@ class Validator:
                 raise self.unknown_key(key, TASK_KEYS, name)
 
         # what to run
-        if ("call" in table) == ("command" in table):
+        kinds = [key for key in ("call", "command", "celery_task") if key in table]
+        if len(kinds) != 1:
             raise self.error(
-                "give exactly one of 'call' (a Python callable) or 'command'"
-                + (" (it has both)" if "call" in table else ""),
+                "give exactly one of 'call' (a Python callable), 'command' or 'celery_task' "
+                "(a Celery task to send)" + (f" (it has {' and '.join(kinds)})" if kinds else ""),
                 task=name,
-                key="command" if "call" in table else None,
+                key=kinds[-1] if kinds else None,
             )
-        for key in COMMAND_KEYS if "call" in table else CALL_OPTIONS:
-            if key in table:
-                raise self.error(
-                    f"applies to {'command' if key in COMMAND_KEYS else 'call'} tasks only",
-                    task=name,
-                    key=key,
-                )
+        kind = kinds[0]
+        owners = {key: "command" for key in COMMAND_KEYS}
+        owners.update({key: "celery_task" for key in SEND_KEYS})
+        owners.update({key: "call and celery_task" for key in CALL_OPTIONS})
+        for key, owner in owners.items():
+            if key in table and kind not in owner.split(" and "):
+                raise self.error(f"applies to {owner} tasks only", task=name, key=key)
 
         given = {key: value for key, value in table.items() if key in OPTIONS}
         try:
@@ -283,9 +289,48 @@ class Validator:
             schedule=schedule,
             line=self.source.table_start(name) or self.source.dotted_line(name, None),
         )
-        if "call" in table:
+        if kind == "call":
             return self.call_spec(table, common)
+        if kind == "celery_task":
+            return self.send_spec(table, common)
         return self.command_spec(table, common)
+
+    def send_spec(self, table: dict[str, Any], common: dict[str, Any]) -> TaskSpec:
+        """A Celery task sent by name through ``celery_app``, as a beat entry is: the run is
+        the broker's confirm (:mod:`cronlease._send.sending`)."""
+        name = common["name"]
+        task = self.string(table["celery_task"], name, "celery_task")
+        if not task.strip():
+            raise self.error("must be a Celery task name", task=name, key="celery_task")
+        if "celery_app" not in table:
+            raise self.error(
+                'give the app that sends it: celery_app = "proj.celery:app"',
+                task=name,
+                key="celery_task",
+            )
+        target = self.string(table["celery_app"], name, "celery_app")
+        try:
+            split_call(target)
+        except ConfigError as exc:
+            raise self.error(str(exc), task=name, key="celery_app") from None
+        options = table.get("celery_options", {})
+        if not isinstance(options, dict):
+            raise self.error(
+                f"must be a table, not {type_name(options)}", task=name, key="celery_options"
+            )
+        # the message's arguments, not the body's: the body is the sender's
+        args, kwargs = common.pop("args"), common.pop("kwargs")
+        sender = None
+        if self.import_calls:
+            try:
+                app = import_app(target, self.path.parent)
+            except ConfigError as exc:
+                raise self.error(str(exc), task=name, key="celery_app") from None
+            try:
+                sender = SendTask(name, CelerySender(app, task, args, kwargs, options))
+            except ConfigError as exc:
+                raise self.error(str(exc), task=name, key="celery_options") from None
+        return TaskSpec(sender=sender, sends=f"{task} via Celery app {target}", **common)
 
     def call_spec(self, table: dict[str, Any], common: dict[str, Any]) -> TaskSpec:
         name = common["name"]

@@ -112,10 +112,24 @@ CASES: dict[str, Case] = {
     ),
     "call-and-command": Case(
         _task('call = "os.path:join"\ncommand = "true"\nevery = 5\n'),
-        "it has both",
+        "it has call and command",
         "a",
         "command",
         3,
+    ),
+    "celery-key-on-a-call": Case(
+        _task('call = "os.path:join"\nevery = 5\ncelery_options = { queue = "q" }\n'),
+        "applies to celery_task tasks only",
+        "a",
+        "celery_options",
+        4,
+    ),
+    "celery-task-without-its-app": Case(
+        _task('celery_task = "proj.tasks.report"\nevery = 5\n'),
+        'give the app that sends it: celery_app = "proj.celery:app"',
+        "a",
+        "celery_task",
+        2,
     ),
     "neither-call-nor-command": Case(_task("every = 5\n"), "exactly one of 'call'", "a", None, 1),
     "duplicate-name": Case(
@@ -213,7 +227,7 @@ CASES: dict[str, Case] = {
     ),
     "call-key-on-a-command": Case(
         _task('command = "true"\nevery = 5\nargs = [1]\n'),
-        "applies to call tasks only",
+        "applies to call and celery_task tasks only",
         "a",
         "args",
         4,

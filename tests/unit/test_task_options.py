@@ -23,8 +23,18 @@ from cronlease.errors import ConfigError, ConfigFileError
 from tests.support.reference_docs import options_table, shown_default
 
 #: keys of a [tasks.NAME] table that cannot be decorator options: what to run (the decorated
-#: function is its own call) and how a command is run
-FILE_ONLY = {"call", "command", "shell", "cwd", "env"}
+#: function is its own call), how a command is run and what sends a Celery task
+#: (celery_sender's, in Python)
+FILE_ONLY = {
+    "call",
+    "command",
+    "shell",
+    "cwd",
+    "env",
+    "celery_task",
+    "celery_app",
+    "celery_options",
+}
 #: decorator keywords a table cannot have: its name is the table's ([tasks.NAME])
 DECORATOR_ONLY = {"name"}
 

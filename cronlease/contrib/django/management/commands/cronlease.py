@@ -4,10 +4,11 @@ Each is the CLI's own command (cronlease/cli), given the settings' configuration
 (``DATABASES[CRONLEASE["DATABASE"]]``, the settings' and the ``tasks.py``
 decorators' tasks) and, for ``run``, this process's scheduler (with any listener
 put on it) instead of a file: the same options, output and exit statuses as
-``cronlease COMMAND``. Two are not offered, as they do not act on the settings:
-``web`` (the project's own server has the admin pages, behind its login) and
-``import-crontab`` (it writes a cronlease.toml, which a Django project does not
-read); ``cronlease web|import-crontab`` remain for them.
+``cronlease COMMAND``. Three are not offered, as they do not act on the settings:
+``web`` (the project's own server has the admin pages, behind its login),
+``import-crontab`` and ``import-celery-beat`` (they write a cronlease.toml, which a
+Django project does not read); ``cronlease web|import-crontab|import-celery-beat``
+remain for them.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ from cronlease.contrib.django._database import WHERE
 from cronlease.contrib.django._replica import PROG, declared_config, get_scheduler
 from cronlease.errors import ConfigError
 
-#: the CLI's commands less two: ``web`` (the project's own server serves the admin pages,
-#: behind its login) and ``import-crontab`` (it writes a cronlease.toml, which a Django
-#: project does not read)
-COMMANDS = tuple(name for name in CLI_COMMANDS if name not in ("web", "import-crontab"))
+#: the CLI's commands less three: ``web`` (the project's own server serves the admin pages,
+#: behind its login), ``import-crontab`` and ``import-celery-beat`` (they write a
+#: cronlease.toml, which a Django project does not read)
+COMMANDS = tuple(
+    name for name in CLI_COMMANDS if name not in ("web", "import-crontab", "import-celery-beat")
+)
 #: options that ``manage.py`` itself reads (ManagementUtility has applied them)
 _DJANGO_OPTIONS = ("--settings", "--pythonpath")
 
