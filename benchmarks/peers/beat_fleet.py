@@ -24,20 +24,26 @@ Redis list, the ledger, read once the worker has drained the queue. Per phase:
   (RedBeat whose holder died: nobody is sending).
 
 Figures: messages sent per second (LPUSH calls on the broker; the worker's ledger
-uses RPUSH), ticks executed vs expected (E x seconds), duplicates, misses, the longest
-silence of an entry, lost ticks per kill, CPU seconds of the beat side (sum over the
-beat processes, /proc, restarted ones included), of PostgreSQL's backends serving the
-replicas (cronlease) and of redis-server (the broker for both, RedBeat's state too).
+uses RPUSH), connections Redis accepted per second (the worker keeps its own), ticks
+executed vs expected (E x seconds), duplicates, misses, the longest silence of an
+entry, lost ticks per kill, CPU seconds of the beat side (sum over the beat processes,
+/proc, restarted ones included), of PostgreSQL's backends serving the replicas
+(cronlease) and of redis-server (the broker for both, RedBeat's state too).
 
-cronlease's slots are exact (the ``cronlease_scheduled_for`` header): a miss is a slot
-with no message, a duplicate a slot sent twice. Celery beat passes no slot and counts
-each interval from the previous send: a duplicate is two sends of an entry less than
-0.5 s apart, a miss is a gap of 1.5 s or more (round(gap) - 1 ticks), and "executed
-below expected" without misses is that drift.
+cronlease's slots are exact (the ``cronlease_scheduled_for`` header): executed are the
+slots with a message, a duplicate a slot sent twice. Celery beat passes no slot and
+counts each interval from the previous send: executed are the sends, a duplicate two
+sends of an entry less than 0.5 s apart. For both, missed = expected - executed (for
+RedBeat, silences and the drift of its intervals alike); lost ticks per kill = the kill
+phase's misses beyond the steady phase's rate, per kill done.
 
     python benchmarks/peers/beat_fleet.py [--systems cronlease,redbeat,redbeatfast]
         [--replicas 8] [--entries 200] [--seconds 60] [--kills 5] [--kill-every 10]
-        [--worker-procs 2] [--log-level WARNING] [--json FILE] [--logs DIR]
+        [--worker-procs 2] [--log-level WARNING] [--max-workers N] [--json FILE] [--logs DIR]
+
+``--max-workers N`` runs the cronlease replicas as ``Scheduler(max_workers=N)`` +
+``add_beat_schedule`` in Python; by default they are ``cronlease run --celery-app``,
+whose replica has ``max_workers = 16`` (the CLI has no setting for it).
 
 Runs with cronlease's Python (cronlease, Celery, redis-py, psycopg); RedBeat's beats run
 with ``REDBEAT_PYTHON`` (default: this Python), a Python with ``celery-redbeat``
@@ -226,6 +232,10 @@ def lpush_calls(client: redis.Redis) -> int:
     return int(stats.get("cmdstat_lpush", {}).get("calls", 0))
 
 
+def connections_opened(client: redis.Redis) -> int:
+    return int(client.info("stats").get("total_connections_received", 0))
+
+
 def ledger_rows(client: redis.Redis) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in client.lrange("ledger", 0, -1)]
 
@@ -245,7 +255,36 @@ def latest_sender(client: redis.Redis, since: float, alive: set[int]) -> int | N
 # ---------------------------------------------------------------- one system
 
 
+def replica(max_workers: int, log_level: str, idle_connections: int | None) -> None:
+    """A cronlease replica declared in Python (``add_beat_schedule``), for a
+    ``max_workers`` that ``cronlease run`` does not set (it keeps the default, 16);
+    ``idle_connections``: a variant of the Celery sender's idle connections kept."""
+    import logging
+
+    from cronlease._send import celery_beat
+
+    if idle_connections is not None:
+        celery_beat.IDLE_CONNECTIONS = idle_connections
+
+    from beat_fleet_app import app
+
+    from cronlease import Scheduler
+    from cronlease.contrib.celery import add_beat_schedule
+
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    scheduler = Scheduler(
+        os.environ["CRONLEASE_DATABASE_URL"], max_workers=max_workers, shutdown_grace=5
+    )
+    add_beat_schedule(scheduler, app)
+    scheduler.run_forever()
+
+
 def beat_command(system: str, index: int, args: argparse.Namespace, logs: Path) -> list[str]:
+    if system == "cronlease" and args.max_workers is not None:
+        cmd = [PY, __file__, "--replica", str(args.max_workers), "--log-level", args.log_level]
+        if args.idle_connections is not None:
+            cmd += ["--idle-connections", str(args.idle_connections)]
+        return cmd
     if system == "cronlease":
         return [
             PY,
@@ -338,12 +377,16 @@ def run_system(
 
         def measure(name: str, begin: float, end: float, action: Callable[[], None]) -> None:
             sleep_until(begin)
-            cpu0, sent0 = meter.sample(), lpush_calls(client)
+            cpu0, sent0, conns0 = meter.sample(), lpush_calls(client), connections_opened(client)
             action()
             sleep_until(end)
-            cpu1, sent1 = meter.sample(), lpush_calls(client)
+            cpu1, sent1, conns1 = meter.sample(), lpush_calls(client), connections_opened(client)
             phases[name] = (begin, end)
-            figures[name] = {"cpu": meter.spent(cpu0, cpu1), "sent": sent1 - sent0}
+            figures[name] = {
+                "cpu": meter.spent(cpu0, cpu1),
+                "sent": sent1 - sent0,
+                "connections": conns1 - conns0,
+            }
 
         w0 = math.ceil(time.time())
         measure("steady", w0, w0 + args.seconds, lambda: None)
@@ -395,6 +438,13 @@ def run_system(
     for name, (begin, end) in phases.items():
         in_phase = [k for k in kills if begin <= k["at"] < end]
         results[name] = analyse(system, rows, begin, end, args.entries, figures[name], in_phase)
+    steady = results["steady"]
+    for phase in results.values():
+        done = phase.pop("kills_done")
+        # beyond what the steady phase missed in as many seconds (RedBeat's drift)
+        baseline = steady["missed"] * phase["seconds"] / steady["seconds"]
+        extra = max(0.0, phase["missed"] - baseline)
+        phase["lost_per_kill"] = round(extra / len(done), 1) if done else None
     return results
 
 
@@ -437,28 +487,18 @@ def analyse(
         duplicates = sum(n - 1 for n in count.values())
         missed = expected - executed
     else:
-        executed = duplicates = missed = 0
-        for name in (f"e{i:04d}" for i in range(entries)):
-            ordered = sorted(by_entry.get(name, []))
+        executed = duplicates = 0
+        for sends in by_entry.values():
             last: float | None = None
-            for t in ordered:
+            for t in sorted(sends):
                 if last is not None and t - last < 0.5:
                     duplicates += begin <= t < end
                     continue
-                if begin <= t < end:
-                    executed += 1
-                if last is not None:
-                    # the gap's missing ticks, evenly spaced; those inside the phase count
-                    gap = t - last
-                    n = max(0, round(gap) - 1)
-                    due = (last + k * gap / (n + 1) for k in range(1, n + 1))
-                    missed += sum(1 for at in due if begin <= at < end)
+                executed += begin <= t < end
                 last = t
-            # after the last send (nothing sent since: a dead holder), a tick every second
-            tick = begin if last is None else last + 1.0
-            while tick + 0.5 < end:
-                missed += tick >= begin
-                tick += 1.0
+        # the ticks of the phase with no message, whatever the cause: a silence, or the
+        # interval counted from each send (each entry's sends drift later)
+        missed = max(0, expected - executed)
     done = [k for k in kills if k["victim"] is not None]
     cpu = measured["cpu"]
     out: dict[str, Any] = {
@@ -468,10 +508,11 @@ def analyse(
         "duplicates": duplicates,
         "missed": missed,
         "sent_per_s": round(measured["sent"] / seconds, 1),
+        "redis_connections_per_s": round(measured["connections"] / seconds, 1),
         "longest_silence_s": round(longest, 2),
         "kills": len(done),
         "kills_skipped": len(kills) - len(done),
-        "lost_per_kill": round(missed / len(done), 1) if done else None,
+        "kills_done": done,
         "beat_cpu_s": round(cpu.get("beat", 0.0), 2),
         "beat_cpu_ms_per_tick": round(1000 * cpu.get("beat", 0.0) / seconds, 1),
         "db_cpu_s": round(cpu.get("db", 0.0), 2) if system == "cronlease" else None,
@@ -518,6 +559,7 @@ COLUMNS = (
     ("beat_cpu_ms_per_tick", "beat CPU ms/tick"),
     ("db_cpu_s", "PostgreSQL CPU s"),
     ("redis_cpu_s", "Redis CPU s"),
+    ("redis_connections_per_s", "Redis connections opened/s"),
 )
 
 
@@ -547,10 +589,28 @@ def main() -> None:
     parser.add_argument("--kill-every", type=float, default=10.0, help="seconds between kills")
     parser.add_argument("--worker-procs", type=int, default=2, help="the worker's processes")
     parser.add_argument("--log-level", default="WARNING", help="the beat processes' log level")
+    parser.add_argument(
+        "--max-workers",
+        type=int,
+        help="cronlease replicas as Scheduler(max_workers=N) + add_beat_schedule in Python "
+        "(default: `cronlease run --celery-app`, whose replica has the default 16)",
+    )
+    parser.add_argument(
+        "--idle-connections",
+        type=int,
+        help="with --max-workers: a variant, the Celery sender's idle broker connections "
+        "kept per replica (cronlease's IDLE_CONNECTIONS, 4)",
+    )
+    parser.add_argument("--replica", type=int, help=argparse.SUPPRESS)  # one replica's process
     parser.add_argument("--seed", type=int, default=1, help="the kill times' jitter")
     parser.add_argument("--logs", type=Path, help="keep the processes' logs here")
     parser.add_argument("--json", help="write the figures to this file (benchmarks/results.json)")
     args = parser.parse_args()
+    if args.idle_connections is not None and args.max_workers is None and args.replica is None:
+        parser.error("--idle-connections needs --max-workers (replicas declared in Python)")
+    if args.replica is not None:
+        replica(args.replica, args.log_level, args.idle_connections)
+        return
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     for system in systems:
         if system not in SYSTEMS:
@@ -575,7 +635,9 @@ def main() -> None:
     print(
         f"replicas {args.replicas} x entries {args.entries} every 1 s; steady {args.seconds} s; "
         f"kills {args.kills} every ~{args.kill_every:g} s; worker processes {args.worker_procs}; "
-        f"beat log level {args.log_level}; load average {os.getloadavg()[0]:.1f}"
+        f"beat log level {args.log_level}; cronlease max_workers {args.max_workers or 16}, "
+        f"idle connections {args.idle_connections or 4}; "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
     signal.signal(signal.SIGTERM, on_sigterm)
