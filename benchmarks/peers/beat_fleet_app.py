@@ -43,7 +43,7 @@ if SYSTEM == "redbeatfast":
     app.conf.beat_max_loop_interval = 2
 
 
-@before_task_publish.connect
+@before_task_publish.connect  # type: ignore[untyped-decorator]  # Celery is untyped
 def _stamp(headers: dict[str, Any] | None = None, **_: Any) -> None:
     if headers is not None:
         headers["bench_sender"] = os.getpid()
@@ -61,7 +61,7 @@ def _client() -> redis.Redis:
     return _ledger[1]
 
 
-@app.task(name="beat_fleet_app.tick", bind=True)
+@app.task(name="beat_fleet_app.tick", bind=True)  # type: ignore[untyped-decorator]
 def tick(self: Any, entry: str) -> None:
     headers = self.request.headers or {}
     get = headers.get if headers else lambda key: getattr(self.request, key, None)
