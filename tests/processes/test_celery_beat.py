@@ -373,3 +373,61 @@ def test_a_retry_runs_a_duplicate_does_not(tmp_path: Path) -> None:
         flaky.apply_async(task_id="the-task")  # a duplicate, queued before the retry
         wait_for(lambda: len(runs) >= 2, 15, lambda: f"runs: {runs}")
     assert runs == [0, 1]
+
+
+@pytest.mark.parametrize("broker", ["rabbitmq", "redis"])
+def test_a_ticks_sends_reuse_the_connections_of_the_last(broker: str, task_name: str) -> None:
+    """Every entry of an instant is sent at once, one worker thread each: the second
+    instant's sends, and every later one's, find the first's connections idle instead
+    of opening (and, on AMQP, setting up and closing) one each — a tick's CPU was mostly
+    that. Counted where Celery opens one (``connection_for_write``) and, for the
+    messages, at the broker: every message queued, once."""
+    import threading
+
+    from celery import Celery
+    from kombu import Connection
+    from kombu import Queue as KombuQueue
+
+    url = broker_url(broker)
+    queue = f"{task_name}-pool"
+    app = Celery("pool", broker=url, set_as_current=False)
+    app.conf.task_default_queue = queue
+    opened = Counter[str]()
+    open_one = app.connection_for_write
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        opened["connections"] += 1
+        return open_one(*args, **kwargs)
+
+    app.connection_for_write = counting  # type: ignore[method-assign]
+    entries, instants = 8, 5
+    senders = [CelerySender(app, f"pool.entry{index}") for index in range(entries)]
+    try:
+        for instant in range(instants):
+            start = threading.Barrier(entries)
+            errors: list[BaseException] = []
+
+            def send(index: int, instant: int = instant, start: Any = start) -> None:
+                key = f"{task_name}-{index}@{instant}"
+                start.wait(10)
+                try:
+                    senders[index].send(Message(key, task_id_of(key), _now(), 1))
+                except BaseException as exc:
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=send, args=(i,)) for i in range(entries)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            assert not errors, errors
+            if instant == 0:
+                after_the_first = opened["connections"]
+        with Connection(url, connect_timeout=5) as conn:
+            queued = KombuQueue(queue, channel=conn.default_channel).queue_declare(passive=True)
+        assert queued.message_count == entries * instants
+        # the first instant opened its connections (and Celery its own, once): no later one
+        assert opened["connections"] == after_the_first, (after_the_first, opened)
+    finally:
+        senders[0]._connections.close()
+        purge(url, queue)
