@@ -255,16 +255,10 @@ def latest_sender(client: redis.Redis, since: float, alive: set[int]) -> int | N
 # ---------------------------------------------------------------- one system
 
 
-def replica(max_workers: int, log_level: str, idle_connections: int | None) -> None:
+def replica(max_workers: int, log_level: str) -> None:
     """A cronlease replica declared in Python (``add_beat_schedule``), for a
-    ``max_workers`` that ``cronlease run`` does not set (it keeps the default, 16);
-    ``idle_connections``: a variant of the Celery sender's idle connections kept."""
+    ``max_workers`` that ``cronlease run`` does not set (it keeps the default, 16)."""
     import logging
-
-    from cronlease._send import celery_beat
-
-    if idle_connections is not None:
-        celery_beat.IDLE_CONNECTIONS = idle_connections
 
     from beat_fleet_app import app
 
@@ -281,10 +275,7 @@ def replica(max_workers: int, log_level: str, idle_connections: int | None) -> N
 
 def beat_command(system: str, index: int, args: argparse.Namespace, logs: Path) -> list[str]:
     if system == "cronlease" and args.max_workers is not None:
-        cmd = [PY, __file__, "--replica", str(args.max_workers), "--log-level", args.log_level]
-        if args.idle_connections is not None:
-            cmd += ["--idle-connections", str(args.idle_connections)]
-        return cmd
+        return [PY, __file__, "--replica", str(args.max_workers), "--log-level", args.log_level]
     if system == "cronlease":
         return [
             PY,
@@ -595,21 +586,13 @@ def main() -> None:
         help="cronlease replicas as Scheduler(max_workers=N) + add_beat_schedule in Python "
         "(default: `cronlease run --celery-app`, whose replica has the default 16)",
     )
-    parser.add_argument(
-        "--idle-connections",
-        type=int,
-        help="with --max-workers: a variant, the Celery sender's idle broker connections "
-        "kept per replica (cronlease's IDLE_CONNECTIONS, 4)",
-    )
     parser.add_argument("--replica", type=int, help=argparse.SUPPRESS)  # one replica's process
     parser.add_argument("--seed", type=int, default=1, help="the kill times' jitter")
     parser.add_argument("--logs", type=Path, help="keep the processes' logs here")
     parser.add_argument("--json", help="write the figures to this file (benchmarks/results.json)")
     args = parser.parse_args()
-    if args.idle_connections is not None and args.max_workers is None and args.replica is None:
-        parser.error("--idle-connections needs --max-workers (replicas declared in Python)")
     if args.replica is not None:
-        replica(args.replica, args.log_level, args.idle_connections)
+        replica(args.replica, args.log_level)
         return
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     for system in systems:
@@ -636,7 +619,6 @@ def main() -> None:
         f"replicas {args.replicas} x entries {args.entries} every 1 s; steady {args.seconds} s; "
         f"kills {args.kills} every ~{args.kill_every:g} s; worker processes {args.worker_procs}; "
         f"beat log level {args.log_level}; cronlease max_workers {args.max_workers or 16}, "
-        f"idle connections {args.idle_connections or 4}; "
         f"load average {os.getloadavg()[0]:.1f}"
     )
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
