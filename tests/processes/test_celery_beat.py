@@ -407,7 +407,9 @@ def test_a_ticks_sends_reuse_the_connections_of_the_last(broker: str, task_name:
             start = threading.Barrier(entries)
             errors: list[BaseException] = []
 
-            def send(index: int, instant: int = instant, start: Any = start) -> None:
+            def send(
+                index: int, instant: int = instant, start: Any = start, errors: Any = errors
+            ) -> None:
                 key = f"{task_name}-{index}@{instant}"
                 start.wait(10)
                 try:
