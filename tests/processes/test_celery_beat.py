@@ -32,6 +32,7 @@ from cronlease._send.celery_beat import CelerySender
 from cronlease._send.sending import Message, task_id_of
 from cronlease.config import DATABASE_ENV
 from tests.support import ledger
+from tests.support.beats import assert_sent_outcomes, missing_slots
 from tests.support.celery_app import purge, queue_rows
 from tests.support.procs import Proc, wait_for
 from tests.support.tcpproxy import TcpProxy
@@ -208,12 +209,6 @@ def assert_once_each(rows: list[tuple[str, str, str, int, int]]) -> None:
         assert task_id == task_id_of(key), (key, task_id)
 
 
-def missing_slots(slots: set[int], start: float, end: float) -> list[int]:
-    """The whole seconds in [start, end] (epoch seconds) with no slot (epoch ms)."""
-    first, last = int(start) + 1, int(end)
-    return [s * 1000 for s in range(first, last + 1) if s * 1000 not in slots]
-
-
 @pytest.mark.parametrize("broker", ["rabbitmq", "redis"])
 def test_every_tick_runs_once(broker: str, make_fleet: MakeFleet) -> None:
     fleet: Fleet = make_fleet(broker_url(broker), entries=10)
@@ -236,9 +231,7 @@ def test_every_tick_runs_once(broker: str, make_fleet: MakeFleet) -> None:
     gaps = {name: missing_slots(slots, start, end - 1) for name, slots in by_entry.items()}
     assert not any(gaps.values()), f"ticks never run: {gaps}"
     assert fleet.succeeded() == fleet.keys()  # every send recorded, every run sent
-    for name in fleet.names():
-        outcomes = Counter(run.outcome for run in fleet.store.history(name, 200))
-        assert set(outcomes) == {"succeeded"}, (name, outcomes)
+    assert_sent_outcomes(fleet.store, fleet.names(), start, end - 1)
     assert {pid for *_, pid in rows} == {w.popen.pid for w in fleet.workers}
 
 

@@ -34,6 +34,7 @@ from cronlease._lease.store import LeaseStore
 from cronlease._send.sending import Message, task_id_of
 from cronlease.config import DATABASE_ENV
 from tests.support import ledger
+from tests.support.beats import assert_sent_outcomes, missing_slots
 from tests.support.celery_app import queue_rows
 from tests.support.procs import Proc, wait_for
 
@@ -209,11 +210,6 @@ def make(fleets: list[Fleet], broker: str, queue: str, db: str, entries: int) ->
     return fleet
 
 
-def missing_slots(slots: set[int], start: float, end: float) -> list[int]:
-    first, last = int(start) + 1, int(end)
-    return [s * 1000 for s in range(first, last + 1) if s * 1000 not in slots]
-
-
 def test_every_tick_runs_once(fleets: list[Fleet], tmp_path: Path, task_name: str) -> None:
     # SQLite for the leases and the guard (replicas and worker share a host), as in
     # test_celery_beat; the claim is proven on every backend by tests/contract/test_deliveries.py
@@ -238,9 +234,7 @@ def test_every_tick_runs_once(fleets: list[Fleet], tmp_path: Path, task_name: st
     gaps = {name: missing_slots(slots, start, end - 1) for name, slots in by_entry.items()}
     assert not any(gaps.values()), f"ticks never run: {gaps}"
     assert fleet.succeeded() == fleet.keys()
-    for name in fleet.names():
-        outcomes = Counter(run.outcome for run in fleet.store.history(name, 200))
-        assert set(outcomes) == {"succeeded"}, (name, outcomes)
+    assert_sent_outcomes(fleet.store, fleet.names(), start, end - 1)
 
 
 @pytest.mark.parametrize("guard", ["on", "off"])

@@ -35,6 +35,7 @@ from cronlease._send.rq_send import RqSender
 from cronlease._send.sending import Message, task_id_of
 from cronlease.config import DATABASE_ENV
 from tests.support import ledger
+from tests.support.beats import assert_sent_outcomes, missing_slots
 from tests.support.celery_app import queue_rows
 from tests.support.procs import Proc, wait_for
 
@@ -168,11 +169,6 @@ def fleets() -> Iterator[list[Fleet]]:
         fleet.close()
 
 
-def missing_slots(slots: set[int], start: float, end: float) -> list[int]:
-    first, last = int(start) + 1, int(end)
-    return [s * 1000 for s in range(first, last + 1) if s * 1000 not in slots]
-
-
 def message(key: str, attempt: int = 1) -> Message:
     return Message(key, task_id_of(key), datetime.now(timezone.utc), attempt)
 
@@ -203,9 +199,7 @@ def test_every_tick_runs_once(fleets: list[Fleet], tmp_path: Path, task_name: st
     gaps = {name: missing_slots(slots, start, end - 1) for name, slots in by_entry.items()}
     assert not any(gaps.values()), f"ticks never run: {gaps}"
     assert fleet.succeeded() == fleet.keys()
-    for name in fleet.names():
-        outcomes = Counter(run.outcome for run in fleet.store.history(name, 200))
-        assert set(outcomes) == {"succeeded"}, (name, outcomes)
+    assert_sent_outcomes(fleet.store, fleet.names(), start, end - 1)
 
 
 def test_a_resend_while_queued_is_one_job(
