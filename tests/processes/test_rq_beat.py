@@ -146,8 +146,8 @@ class Fleet:
         for proc in self.workers:  # SIGTERM: a warm shutdown, the worker unregisters itself
             if proc.popen.poll() is None:
                 proc.popen.send_signal(signal.SIGTERM)
-                try:
-                    proc.popen.wait(timeout=20)
+                try:  # idle, it stops at once; seen once in CI waiting 20 s for nothing
+                    proc.popen.wait(timeout=5)
                 except Exception:
                     proc.kill()
         self.store.dispose()
@@ -158,6 +158,10 @@ class Fleet:
             if self.queue in text or any(job_id in text for job_id in ids):
                 self.redis.delete(key)
         self.redis.srem("rq:queues", f"rq:queue:{self.queue}")
+        # a killed worker did not unregister itself
+        for member in self.redis.smembers("rq:workers"):
+            if self.queue in member.decode():
+                self.redis.srem("rq:workers", member)
         self.redis.close()
 
 
