@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -27,13 +26,10 @@ if "celery" in REQUIRED:  # CI: a missing Celery is a failure, not a skip
     import celery  # noqa: F401
 pytest.importorskip("celery")
 
-from cronlease._lease.store import LeaseStore
 from cronlease._send.celery_beat import CelerySender
 from cronlease._send.sending import Message, task_id_of
-from cronlease.config import DATABASE_ENV
-from tests.support import ledger
-from tests.support.beats import assert_sent_outcomes, missing_slots
-from tests.support.celery_app import purge, queue_rows
+from tests.support.beats import QueueFleet, assert_sent_outcomes, missing_slots
+from tests.support.celery_app import purge
 from tests.support.procs import Proc, wait_for
 from tests.support.tcpproxy import TcpProxy
 
@@ -70,29 +66,8 @@ def broker_url(broker: str) -> str:
     return BROKERS[broker]
 
 
-class Fleet:
-    """Replicas and workers of one test, on one queue; everything stopped at the end."""
-
-    def __init__(self, broker: str, queue: str, db: str, entries: int) -> None:
-        self.broker = broker
-        self.queue = queue
-        self.db = db
-        self.entries = entries
-        self.replicas: list[Proc] = []
-        self.workers: list[Proc] = []
-        ledger.setup(db)
-        self.store = LeaseStore.from_url(db)
-        self.store.create_tables()
-
-    def env(self, **extra: str) -> dict[str, str]:
-        return {
-            "CRONLEASE_TEST_BROKER": self.broker,
-            "CRONLEASE_TEST_QUEUE": self.queue,
-            "CRONLEASE_TEST_LEDGER": self.db,
-            "CRONLEASE_TEST_ENTRIES": str(self.entries),
-            DATABASE_ENV: self.db,
-            **extra,
-        }
+class Fleet(QueueFleet):
+    """`cronlease run --celery-app` replicas and `celery worker`s."""
 
     def replica(self, **env: str) -> Proc:
         proc = Proc("-m", "cronlease", "run", "--celery-app", f"{APP}:app", env=self.env(**env))
@@ -123,50 +98,11 @@ class Fleet:
         self.workers.append(proc)
         return proc
 
-    def all_up(self, timeout: float = 30.0) -> float:
-        """Wait until every replica started and every worker is ready; the time then."""
-        said = [(proc, "started with") for proc in self.replicas]
-        said += [(proc, " ready.") for proc in self.workers]
-        for proc, line in said:
-            wait_for(lambda p=proc, s=line: s in p.stderr(), timeout, proc.stderr)
-        return time.time()
+    def replica_up(self, proc: Proc, timeout: float) -> None:
+        wait_for(lambda: "started with" in proc.stderr(), timeout, proc.stderr)
 
-    def names(self) -> list[str]:
-        return [f"{self.queue}.{n}" for n in range(self.entries)]
-
-    def rows(self) -> list[tuple[str, str, str, int, int]]:
-        return queue_rows(self.db, self.queue)
-
-    def succeeded(self) -> set[str]:
-        """The keys of the ticks whose send the history records succeeded."""
-        return {
-            f"{run.name}@{run.slot}"
-            for name in self.names()
-            for run in self.store.history(name, 200)
-            if run.outcome == "succeeded"
-        }
-
-    def stop_replicas(self) -> None:
-        for proc in self.replicas:  # all at once; once each (a second one stops waiting)
-            if proc.popen.poll() is None:
-                proc.popen.send_signal(signal.SIGTERM)
-        for proc in self.replicas:
-            proc.popen.wait(timeout=30)
-
-    def drained(self, timeout: float = 20.0) -> None:
-        """Wait until every tick sent has been executed by a worker."""
-
-        def done() -> bool:
-            return self.succeeded() <= {key for _, key, _, _, _ in self.rows()}
-
-        def why() -> str:
-            logs = "\n".join(f"--- worker:\n{w.stderr()[-3000:]}" for w in self.workers)
-            return f"sent, never run: {sorted(self.succeeded() - self.keys())}\n{logs}"
-
-        wait_for(done, timeout, why)
-
-    def keys(self) -> set[str]:
-        return {key for _, key, _, _, _ in self.rows()}
+    def worker_up(self, proc: Proc, timeout: float) -> None:
+        wait_for(lambda: " ready." in proc.stderr(), timeout, proc.stderr)
 
     def close(self) -> None:
         for proc in [*self.replicas, *self.workers]:

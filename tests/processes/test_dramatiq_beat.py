@@ -30,12 +30,8 @@ pytest.importorskip("dramatiq")
 
 import dramatiq
 
-from cronlease._lease.store import LeaseStore
 from cronlease._send.sending import Message, task_id_of
-from cronlease.config import DATABASE_ENV
-from tests.support import ledger
-from tests.support.beats import assert_sent_outcomes, missing_slots
-from tests.support.celery_app import queue_rows
+from tests.support.beats import QueueFleet, assert_sent_outcomes, missing_slots
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
@@ -77,29 +73,8 @@ def children(pid: int) -> list[int]:
     return found + [grandchild for child in found for grandchild in children(child)]
 
 
-class Fleet:
-    """Replicas and workers of one test, on one queue; everything stopped at the end."""
-
-    def __init__(self, broker: str, queue: str, db: str, entries: int) -> None:
-        self.broker = broker
-        self.queue = queue
-        self.db = db
-        self.entries = entries
-        self.replicas: list[Proc] = []
-        self.workers: list[Proc] = []
-        ledger.setup(db)
-        self.store = LeaseStore.from_url(db)
-        self.store.create_tables()
-
-    def env(self, **extra: str) -> dict[str, str]:
-        return {
-            "CRONLEASE_TEST_BROKER": self.broker,
-            "CRONLEASE_TEST_QUEUE": self.queue,
-            "CRONLEASE_TEST_LEDGER": self.db,
-            "CRONLEASE_TEST_ENTRIES": str(self.entries),
-            DATABASE_ENV: self.db,
-            **extra,
-        }
+class Fleet(QueueFleet):
+    """tests/support/queue_replica.py replicas sending to Dramatiq, and `dramatiq` workers."""
 
     def replica(self) -> Proc:
         proc = Proc("-m", "tests.support.queue_replica", "dramatiq", env=self.env())
@@ -122,43 +97,11 @@ class Fleet:
         self.workers.append(proc)
         return proc
 
-    def all_up(self, timeout: float = 30.0) -> float:
-        for proc in self.replicas:
-            proc.expect("started", timeout)
-        for proc in self.workers:
-            wait_for(lambda p=proc: "is ready for action" in p.stderr(), timeout, proc.stderr)
-        return time.time()
+    def replica_up(self, proc: Proc, timeout: float) -> None:
+        proc.expect("started", timeout)
 
-    def names(self) -> list[str]:
-        return [f"{self.queue}.{n}" for n in range(self.entries)]
-
-    def rows(self) -> list[tuple[str, str, str, int, int]]:
-        return queue_rows(self.db, self.queue)
-
-    def keys(self) -> set[str]:
-        return {key for _, key, _, _, _ in self.rows()}
-
-    def succeeded(self) -> set[str]:
-        return {
-            f"{run.name}@{run.slot}"
-            for name in self.names()
-            for run in self.store.history(name, 200)
-            if run.outcome == "succeeded"
-        }
-
-    def stop_replicas(self) -> None:
-        for proc in self.replicas:
-            if proc.popen.poll() is None:
-                proc.popen.send_signal(signal.SIGTERM)
-        for proc in self.replicas:
-            proc.popen.wait(timeout=30)
-
-    def drained(self, timeout: float = 20.0) -> None:
-        def why() -> str:
-            logs = "\n".join(f"--- worker:\n{w.stderr()[-3000:]}" for w in self.workers)
-            return f"sent, never run: {sorted(self.succeeded() - self.keys())}\n{logs}"
-
-        wait_for(lambda: self.succeeded() <= self.keys(), timeout, why)
+    def worker_up(self, proc: Proc, timeout: float) -> None:
+        wait_for(lambda: "is ready for action" in proc.stderr(), timeout, proc.stderr)
 
     def close(self) -> None:
         for proc in self.replicas:

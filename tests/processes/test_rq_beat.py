@@ -30,13 +30,11 @@ pytest.importorskip("rq")
 from redis import Redis
 from rq import Queue
 
-from cronlease._lease.store import LeaseStore
 from cronlease._send.rq_send import RqSender
 from cronlease._send.sending import Message, task_id_of
 from cronlease.config import DATABASE_ENV
 from tests.support import ledger
-from tests.support.beats import assert_sent_outcomes, missing_slots
-from tests.support.celery_app import queue_rows
+from tests.support.beats import QueueFleet, assert_sent_outcomes, missing_slots
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
@@ -56,30 +54,14 @@ def redis_url() -> str:
     return REDIS
 
 
-class Fleet:
-    """Replicas and workers of one test, on one queue; everything stopped at the end."""
+class Fleet(QueueFleet):
+    """tests/support/queue_replica.py replicas enqueueing RQ jobs, and `rq worker`s."""
 
     def __init__(self, queue: str, db: str, entries: int) -> None:
-        self.url = redis_url()
-        self.queue = queue
-        self.db = db
-        self.entries = entries
-        self.replicas: list[Proc] = []
-        self.workers: list[Proc] = []
+        super().__init__(redis_url(), queue, db, entries)
+        self.url = self.broker
         self.job_ids: set[str] = set()
         self.redis = Redis.from_url(self.url)
-        ledger.setup(db)
-        self.store = LeaseStore.from_url(db)
-        self.store.create_tables()
-
-    def env(self) -> dict[str, str]:
-        return {
-            "CRONLEASE_TEST_BROKER": self.url,
-            "CRONLEASE_TEST_QUEUE": self.queue,
-            "CRONLEASE_TEST_LEDGER": self.db,
-            "CRONLEASE_TEST_ENTRIES": str(self.entries),
-            DATABASE_ENV: self.db,
-        }
 
     def replica(self) -> Proc:
         proc = Proc("-m", "tests.support.queue_replica", "rq", env=self.env())
@@ -101,44 +83,12 @@ class Fleet:
         self.workers.append(proc)
         return proc
 
-    def all_up(self, timeout: float = 30.0) -> float:
-        for proc in self.replicas:
-            proc.expect("started", timeout)
-        for proc in self.workers:
-            # RQ logs to stdout
-            wait_for(lambda p=proc: "Listening on" in " ".join(p.drain()), timeout, proc.stderr)
-        return time.time()
+    def replica_up(self, proc: Proc, timeout: float) -> None:
+        proc.expect("started", timeout)
 
-    def names(self) -> list[str]:
-        return [f"{self.queue}.{n}" for n in range(self.entries)]
-
-    def rows(self) -> list[tuple[str, str, str, int, int]]:
-        return queue_rows(self.db, self.queue)
-
-    def keys(self) -> set[str]:
-        return {key for _, key, _, _, _ in self.rows()}
-
-    def succeeded(self) -> set[str]:
-        return {
-            f"{run.name}@{run.slot}"
-            for name in self.names()
-            for run in self.store.history(name, 200)
-            if run.outcome == "succeeded"
-        }
-
-    def stop_replicas(self) -> None:
-        for proc in self.replicas:
-            if proc.popen.poll() is None:
-                proc.popen.send_signal(signal.SIGTERM)
-        for proc in self.replicas:
-            proc.popen.wait(timeout=30)
-
-    def drained(self, timeout: float = 20.0) -> None:
-        def why() -> str:
-            logs = "\n".join(f"--- worker:\n{w.stderr()[-3000:]}" for w in self.workers)
-            return f"sent, never run: {sorted(self.succeeded() - self.keys())}\n{logs}"
-
-        wait_for(lambda: self.succeeded() <= self.keys(), timeout, why)
+    def worker_up(self, proc: Proc, timeout: float) -> None:
+        # RQ logs to stdout
+        wait_for(lambda: "Listening on" in " ".join(proc.drain()), timeout, proc.stderr)
 
     def close(self) -> None:
         for proc in self.replicas:

@@ -79,15 +79,6 @@ def block(self: Task, seconds: float) -> None:
     time.sleep(seconds)
 
 
-def queue_rows(url: str, queue: str) -> list[tuple[str, str, str, int, int]]:
-    """(task, key, task id, slot, pid) of every ledger row of ``queue``."""
-    rows = []
-    for name, slot, pid in ledger.rows_like(url, f"{queue}|"):
-        _, task, key, task_id = name.split("|")
-        rows.append((task, key, task_id, slot, pid))
-    return rows
-
-
 def purge(broker: str, queue: str) -> None:
     """Delete the test's queue on the broker (its messages with it) and its exchange
     (Celery's default one is named after the queue; on Redis, its binding keys)."""
