@@ -179,8 +179,11 @@ def test_a_replica_stepped_forward_and_back_refires_at_once_and_never_early_or_t
     assert len(solo_runs) == len(set(solo_runs))
 
     told = stepped.stderr()
-    assert "this host's wall clock stepped +3600" in told, told[-3000:]
-    assert "this host's wall clock stepped -3600" in told, told[-3000:]
+    # measured between two reads of two clocks: a loaded host can put some milliseconds
+    # between them (+3599.9 s was said once in CI)
+    steps = [float(x) for x in re.findall(r"this host's wall clock stepped ([-+][\d.]+) s", told)]
+    assert any(abs(x - HOUR) < 2 for x in steps), (steps, told[-3000:])
+    assert any(abs(x + HOUR) < 2 for x in steps), (steps, told[-3000:])
     if not one_host:  # refused as from the future, and told why
         assert "the rest of the fleet runs it on time" in told, told[-3000:]
 
