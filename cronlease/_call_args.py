@@ -19,7 +19,7 @@ from typing import Any
 
 from cronlease._options import OptionError
 
-__all__ = ["CONTEXT_NAME", "call_shape"]
+__all__ = ["CONTEXT_NAME", "call_shape", "context_parameter"]
 
 #: the parameter name that asks for the context without an annotation
 CONTEXT_NAME = "ctx"
@@ -82,6 +82,19 @@ def call_shape(
         hint = f"; {_HOW_TO_ASK}" if missing and context is None else ""
         raise OptionError(_blamed(message, args, kwargs), f"{label}() {message}{hint}") from None
     return context
+
+
+def context_parameter(func: Callable[..., Any], context_type: type) -> str | None:
+    """The name of ``func``'s parameter that asks for the context; None if none asks (or
+    it has no signature). What a job's description says of it (cronlease/_schedules)."""
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    for parameter in parameters:
+        if parameter.kind in _NAMED_KINDS and _asks(parameter, context_type):
+            return parameter.name
+    return None
 
 
 def _check_keywords(

@@ -11,7 +11,7 @@ import socket
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from cronlease._roles import replica_roles
 from cronlease._run.housekeeping.attempt_poll import AttemptPoll
 from cronlease._run.housekeeping.clock_watch import ClockWatch
 from cronlease._run.housekeeping.pruning import housekeeping_task
+from cronlease._run.housekeeping.schedule_poll import DEFAULT_POLL_SECONDS, SchedulePoll
 from cronlease._run.housekeeping.watcher import watcher_task
 from cronlease._run.lifecycle import interrupt_at_exit, stop_replica
 from cronlease._run.runner import TickRunner
@@ -34,6 +35,8 @@ from cronlease._run.signals import stop_signals
 from cronlease._run.startup import CatchUp, report_schedule_conflicts
 from cronlease._run.stopping import Deadline
 from cronlease._run.timer.fire import Firing
+from cronlease._schedules.jobs import Jobs
+from cronlease._schedules.model import Schedules
 from cronlease._stats import Stats
 from cronlease._status import Health, Snapshot
 from cronlease._status.replica import health_snapshot, replica_health
@@ -69,7 +72,9 @@ class Scheduler(TaskDeclarations):
     its own (gunicorn ``--preload`` with a scheduler started at import); by
     default a child only drops the inherited connections and schedules nothing.
     ``roles``: this replica runs a task with roles only if it has one of them (docs: Task
-    options, "Roles").
+    options, "Roles"). ``schedule_poll``: how often (seconds, default 5) the replica
+    looks for changed schedule rows (:attr:`schedules`): one small statement per poll
+    when nothing changed.
 
     The pool (§8; not with ``engine=``): ``pool_size`` connections kept (1),
     ``max_overflow`` more for bursts (2), ``pool_timeout`` s a checkout waits (10),
@@ -96,6 +101,7 @@ class Scheduler(TaskDeclarations):
         pool_idle_timeout: float | None = None,
         connect_args: dict[str, Any] | None = None,
         roles: Iterable[str] = (),
+        schedule_poll: float = DEFAULT_POLL_SECONDS,
     ) -> None:
         if url is not None and engine is not None:
             raise ConfigError("give a database URL or an engine, not both")
@@ -110,6 +116,8 @@ class Scheduler(TaskDeclarations):
                 stacklevel=2,
             )
             shutdown_grace = shutdown_timeout
+        if not (isinstance(schedule_poll, (int, float)) and 0.05 <= schedule_poll <= 3600):
+            raise ConfigError("schedule_poll must be a number of seconds from 0.05 to 3600")
         if not shutdown_grace >= 0:
             raise ConfigError("shutdown_grace must be a number of seconds, 0 or more")
         self.namespace = namespace
@@ -123,6 +131,13 @@ class Scheduler(TaskDeclarations):
         self.store = LeaseStore(scheduler_engine(url, engine, pool, connect_args))
         self._tasks: dict[str, Task] = {}
         self._by_name: dict[str, Task] = {}
+        self._jobs = Jobs()
+        self.schedule_poll = float(schedule_poll)
+        # the tasks made from schedule rows, by full name: replaced whole, never mutated
+        # (read without the lock by other threads)
+        self._dynamic: dict[str, Task] = {}
+        self._poll: SchedulePoll | None = None
+        self._schedules: Schedules | None = None
         self._max_workers = max_workers
         self._loop: asyncio.AbstractEventLoop | None = None
         self.runner = self._make_runner()
@@ -137,7 +152,11 @@ class Scheduler(TaskDeclarations):
         self._hurry = False
         self._lock = threading.RLock()
         housekeeping = housekeeping_task(
-            self.store, lambda: sorted(self._tasks), history_retention, history_keep, namespace
+            self.store,
+            lambda: sorted([*self._tasks, *self._dynamic]),
+            history_retention,
+            history_keep,
+            namespace,
         )
         if housekeeping is not None:
             self._add_builtin(housekeeping)
@@ -239,6 +258,18 @@ class Scheduler(TaskDeclarations):
             firing.start()
             self._attempts = AttemptPoll(self.runner, self._attempt_tasks, firing.submit)
             self._attempts.start()
+            self._dynamic = {}
+            self._poll = SchedulePoll(
+                self.store,
+                self.namespace,
+                self.holder,
+                self._jobs,
+                lambda: list(self._by_name),
+                self._apply_schedules,
+                self.runner.outage,
+                self.schedule_poll,
+            )
+            self._poll.start()
             if self.runner.schema_ready:
                 self._start_catch_up()
             logger.info(
@@ -247,6 +278,35 @@ class Scheduler(TaskDeclarations):
                 len(self._by_name),
                 self.store.url,
             )
+
+    def _apply_schedules(self, removed: Mapping[str, Task], added: Mapping[str, Task]) -> None:
+        """The poll thread's change of the tasks made from schedule rows (§5.37)."""
+        with self._lock:
+            dynamic = dict(self._dynamic)
+            for name, task in removed.items():
+                if self._firing is not None:
+                    self._firing.remove(task)
+                dynamic.pop(name, None)
+            for name, task in added.items():
+                if self._firing is not None:
+                    self._firing.add(task)
+                dynamic[name] = task
+            self._dynamic = dynamic
+            if self._attempts is not None and any(t.wants_attempts for t in added.values()):
+                self._attempts.start()
+
+    @property
+    def schedules(self) -> Schedules:
+        """The schedules kept in this scheduler's database and namespace, checked against
+        its jobs and code tasks (:class:`cronlease.Schedules`)."""
+        if self._schedules is None:
+            self._schedules = Schedules(
+                store=self.store,
+                namespace=self.namespace,
+                jobs=self._jobs,
+                code_tasks=lambda: list(self._by_name),
+            )
+        return self._schedules
 
     @property
     def running_tasks(self) -> list[str]:
@@ -296,11 +356,14 @@ class Scheduler(TaskDeclarations):
             firing, self._firing = self._firing, None
             catch_up, self._catch_up = self._catch_up, None
             attempts, self._attempts = self._attempts, None
+            poll, self._poll = self._poll, None
         if firing is None:
             return
+        poll_thread = poll.stop() if poll is not None else None
         limit = self.shutdown_grace if timeout is None else timeout
         deadline = Deadline(max(0.0, limit) if wait else 0.0, hurried=lambda: self._hurry)
         stop_replica(self.runner, firing, catch_up, deadline, wait=wait, attempts=attempts)
+        deadline.join(poll_thread, "the schedule poll to withdraw this replica's jobs")
         logger.info("cronlease replica %s stopped", self.holder)
 
     @property

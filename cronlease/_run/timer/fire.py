@@ -25,6 +25,7 @@ public job API (its ``_jobstores_lock`` is reentrant and taken by each call).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -289,6 +290,33 @@ class Firing:
             name=f"{task.full_name} ({task.schedule})",  # APScheduler's own lines say this
             replace_existing=True,
         )
+
+    def remove(self, task: Task) -> None:
+        """Stop firing ``task`` (a schedule row changed or removed: docs/design.md §5.37).
+
+        Its ticks already fired go on down the tick path; a run in progress is not
+        touched: it holds the lease, whose row (and slot cursor) the task's
+        replacement shares by name."""
+        if not task.enabled:
+            return
+        job_id = f"cronlease-schedule:{task.schedule.fingerprint}"
+        self._task_set ^= task_key(task)
+        if not can_run(task.roles, self._runner.roles):
+            return
+        if self._unstarted is not None:
+            waiting = [t for t in self._unstarted.get(job_id, []) if t is not task]
+            if waiting:
+                self._unstarted[job_id] = waiting
+                return
+            self._unstarted.pop(job_id, None)
+        else:
+            members = tuple(t for t in self._groups.get(job_id, ()) if t is not task)
+            if members:
+                self._groups[job_id] = members
+                return
+            self._groups.pop(job_id, None)
+        with contextlib.suppress(JobLookupError):
+            self.apscheduler.remove_job(job_id)
 
     def start(self) -> None:
         if self._unstarted is not None:
