@@ -17,7 +17,7 @@ from cronlease._events import EventBus, RunFinished, RunStarted
 from cronlease._lease.names import normal_form
 from cronlease._lease.store import LeaseStore
 from cronlease._run.pings import Pinger
-from cronlease._schedules.jobs import Jobs
+from cronlease._schedules.jobs import Job, Jobs
 from cronlease._task import Task
 from cronlease.errors import ConfigError, UnknownTaskError
 
@@ -162,6 +162,20 @@ class TaskDeclarations:
         """Offer ``func`` as the job ``name`` (default: its ``__name__``); ConfigError for
         a name registered twice."""
         self._jobs.register(func, name)
+
+    def register_command(
+        self,
+        name: str,
+        command: str | Sequence[str],
+        *,
+        shell: bool = False,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """Offer a command as the job ``name`` (a ``[jobs.NAME]`` table's ``command``):
+        a schedule row that runs it gives no arguments; a run's timeout kills it."""
+        line = command if isinstance(command, str) else tuple(command)
+        self._jobs.add(Job(name, command=line, shell=shell, cwd=cwd, env=dict(env or {})))
 
     @property
     def jobs(self) -> Mapping[str, Callable[..., Any]]:

@@ -67,7 +67,8 @@ class ConfigError(CronleaseError, ValueError):
 
 
 class ConfigFileError(ConfigError):
-    """A config file is invalid; ``str()`` is one line naming the file, line, task and key."""
+    """A config file is invalid; ``str()`` is one line naming the file, line, task (or
+    job) and key."""
 
     def __init__(
         self,
@@ -77,9 +78,11 @@ class ConfigFileError(ConfigError):
         task: str | None = None,
         key: str | None = None,
         line: int | None = None,
+        job: str | None = None,
     ) -> None:
         self.path = str(path)
         self.task = task
+        self.job = job
         self.key = key
         self.line = line
         self.detail = " ".join(message.split())  # one line, whatever the cause said
@@ -87,6 +90,8 @@ class ConfigFileError(ConfigError):
         subject = []
         if task is not None:
             subject.append(f"task {task!r}")
+        if job is not None:
+            subject.append(f"job {job!r}")
         if key is not None:
             subject.append(f"key {key!r}")
         prefix = f"{where}: " + (", ".join(subject) + ": " if subject else "")
