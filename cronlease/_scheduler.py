@@ -282,15 +282,10 @@ class Scheduler(TaskDeclarations):
     def _apply_schedules(self, removed: Mapping[str, Task], added: Mapping[str, Task]) -> None:
         """The poll thread's change of the tasks made from schedule rows (§5.37)."""
         with self._lock:
-            dynamic = dict(self._dynamic)
-            for name, task in removed.items():
-                if self._firing is not None:
-                    self._firing.remove(task)
-                dynamic.pop(name, None)
-            for name, task in added.items():
-                if self._firing is not None:
-                    self._firing.add(task)
-                dynamic[name] = task
+            if self._firing is not None:
+                self._firing.change(removed.values(), added.values())
+            dynamic = {name: t for name, t in self._dynamic.items() if name not in removed}
+            dynamic.update(added)
             self._dynamic = dynamic
             if self._attempts is not None and any(t.wants_attempts for t in added.values()):
                 self._attempts.start()
