@@ -255,9 +255,6 @@ class Scheduler(TaskDeclarations):
             for task in self._tasks.values():
                 firing.add(task)
             self._firing = firing
-            firing.start()
-            self._attempts = AttemptPoll(self.runner, self._attempt_tasks, firing.submit)
-            self._attempts.start()
             self._dynamic = {}
             self._poll = SchedulePoll(
                 self.store,
@@ -269,15 +266,33 @@ class Scheduler(TaskDeclarations):
                 self.runner.outage,
                 self.schedule_poll,
             )
-            self._poll.start()
+            # the rows first, before firing starts: the replica starts with its schedules
+            # (and their digest), and catch-up covers them (docs/design.md §5.37)
+            loaded = self.runner.schema_ready and self._poll_now()
+            firing.start()
+            self._attempts = AttemptPoll(self.runner, self._attempt_tasks, firing.submit)
+            self._attempts.start()
+            assert self._poll is not None
+            self._poll.start(first_after=self._poll.interval if loaded else 0.0)
             if self.runner.schema_ready:
                 self._start_catch_up()
             logger.info(
-                "cronlease replica %s started with %d task(s) on %s",
+                "cronlease replica %s started with %d task(s)%s on %s",
                 self.holder,
                 len(self._by_name),
+                f" and {len(self._dynamic)} schedule row(s)" if self._dynamic else "",
                 self.store.url,
             )
+
+    def _poll_now(self) -> bool:
+        """One poll of the schedule rows now; False when the database did not answer."""
+        assert self._poll is not None
+        try:
+            self._poll.poll()
+        except StoreError as exc:
+            logger.debug("schedule rows not read at start: %s", exc)
+            return False
+        return True
 
     def _apply_schedules(self, removed: Mapping[str, Task], added: Mapping[str, Task]) -> None:
         """The poll thread's change of the tasks made from schedule rows (§5.37)."""
@@ -331,8 +346,9 @@ class Scheduler(TaskDeclarations):
             if self._caught_up or self._firing is None:
                 return
             self._caught_up = True
+            tasks = {**self._tasks, **self._dynamic}  # the rows loaded by now
             self._catch_up = CatchUp(
-                self.runner, self.store, self._tasks, self.stats, self._firing.submit
+                self.runner, self.store, tasks, self.stats, self._firing.submit
             )
             self._catch_up.start()
 

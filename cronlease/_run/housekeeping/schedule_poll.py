@@ -93,9 +93,12 @@ class SchedulePoll:
         """The tasks made from rows that run here, by full name."""
         return {name: loaded.task for name, loaded in self._loaded.items() if loaded.task}
 
-    def start(self) -> None:
+    def start(self, first_after: float = 0.0) -> None:
+        """Poll on a thread of its own, the first time ``first_after`` seconds from now."""
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="cronlease-schedules", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, args=(first_after,), name="cronlease-schedules", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> threading.Thread | None:
@@ -103,8 +106,7 @@ class SchedulePoll:
         self._stopping.set()
         return self._thread
 
-    def _loop(self) -> None:
-        wait = 0.0
+    def _loop(self, wait: float) -> None:
         while not self._stopping.wait(wait):
             wait = self.interval
             try:
