@@ -256,15 +256,21 @@ class Scheduler(TaskDeclarations):
                 firing.add(task)
             self._firing = firing
             self._dynamic = {}
-            self._poll = SchedulePoll(
-                self.store,
-                self.namespace,
-                self.holder,
-                self._jobs,
-                lambda: list(self._by_name),
-                self._apply_schedules,
-                self.runner.outage,
-                self.schedule_poll,
+            # a replica that offers no job runs no row: it reads none (no statement, no
+            # thread), so replicas without jobs cost what they did before rows existed
+            self._poll = (
+                SchedulePoll(
+                    self.store,
+                    self.namespace,
+                    self.holder,
+                    self._jobs,
+                    lambda: list(self._by_name),
+                    self._apply_schedules,
+                    self.runner.outage,
+                    self.schedule_poll,
+                )
+                if len(self._jobs)
+                else None
             )
             # the rows first, before firing starts: the replica starts with its schedules
             # (and their digest), and catch-up covers them (docs/design.md §5.37)
@@ -272,8 +278,8 @@ class Scheduler(TaskDeclarations):
             firing.start()
             self._attempts = AttemptPoll(self.runner, self._attempt_tasks, firing.submit)
             self._attempts.start()
-            assert self._poll is not None
-            self._poll.start(first_after=self._poll.interval if loaded else 0.0)
+            if self._poll is not None:
+                self._poll.start(first_after=self._poll.interval if loaded else 0.0)
             if self.runner.schema_ready:
                 self._start_catch_up()
             logger.info(
@@ -286,7 +292,8 @@ class Scheduler(TaskDeclarations):
 
     def _poll_now(self) -> bool:
         """One poll of the schedule rows now; False when the database did not answer."""
-        assert self._poll is not None
+        if self._poll is None:
+            return True
         try:
             self._poll.poll()
         except StoreError as exc:
