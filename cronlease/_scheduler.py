@@ -435,7 +435,9 @@ class Scheduler(TaskDeclarations):
         on its pool, unless given the ``snapshot`` read for something else (the page)."""
         # cronlease's own tasks are not the user's to alert on: a stuck watcher overdue
         # after a fleet-wide restart is no reason to fail a probe (design §4.11)
-        tasks = [task for task in self._tasks.values() if not task.builtin]
+        # the rows' tasks too: their alert_after and grace are a code task's (§5.37)
+        declared = [*self._tasks.values(), *self._dynamic.values()]
+        tasks = [task for task in declared if not task.builtin]
         if snapshot is None:
             # the read first: the replica's state below is then as of its answer
             snapshot = health_snapshot(self.store, tasks)

@@ -176,6 +176,7 @@ def test_a_row_corrupted_by_hand_is_reported_invalid_not_a_crash(model: Schedule
     shown = {s.name: s for s in model.list()}
     assert shown["good"].invalid is None
     assert "JSON" in (shown["broken"].invalid or "")
+    assert shown["good"].offered_by == ()  # no live replica: status can say none runs it
     assert "vanished" in (shown["gone"].invalid or "")
     assert "JSON" in (model.get("broken").invalid or "")
     # an update repairs it: what it gives replaces what cannot be read
@@ -202,6 +203,7 @@ def test_the_jobs_live_replicas_offer_check_a_writer_without_the_code(
         with pytest.raises(UnknownJobError, match="known: export"):
             writer.add("x", job="exprot", every="1m", kwargs={"customer": "c"})
         writer.add("x", job="export", every="1m", kwargs={"customer": "c"})
+        assert writer.get("x").offered_by == (replica.holder,)
     finally:
         replica.shutdown()
         assert writer.jobs() == {}  # withdrawn at a clean shutdown
