@@ -11,13 +11,16 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from cronlease import Schedules
+from cronlease import ScheduleError, Schedules
 from cronlease._lease.schema import schedules
+from tests.processes.test_cli import Replica, write_config
 from tests.support import ledger
+from tests.support.backends import backend_independent
 from tests.support.procs import Proc, wait_for
 from tests.support.schedule_replica import POLL
 
@@ -146,3 +149,41 @@ def test_a_corrupted_row_costs_only_itself_and_a_job_runs_where_it_is_offered(
 
 def _x(ctx: object, tag: str) -> None:
     """The jobs' signature, for a writer without the replicas' code."""
+
+
+@backend_independent(
+    "a [jobs.NAME] table is read and registered in Python, whatever the database",
+    covered_by=(
+        "processes/test_schedules.py::"
+        "test_added_changed_and_removed_rows_are_followed_by_two_replicas"
+    ),
+    on=("sqlite",),
+)
+def test_cronlease_run_offers_the_jobs_of_its_config_file(
+    tmp_path: Path, backend: str, db_url: str, task_name: str, model: Schedules
+) -> None:
+    config = write_config(
+        tmp_path,
+        db_url,
+        """
+        [scheduler]
+        schedule_poll = "0.5s"
+
+        [jobs.record]
+        call = "tests.support.role_task:record"
+        """,
+        namespace=task_name,
+    )
+    proc = Replica("run", "-c", str(config), cwd=tmp_path)
+    try:
+        assert proc.holder
+        wait_for(lambda: "record" in model.jobs(), 10, "the replica's jobs")
+        tag = f"{task_name}-r"
+        model.add("r", job="record", every="1s", kwargs={"url": db_url, "name": tag})
+        wait_for(lambda: len(slots(db_url, tag)) >= 2, 10, "two runs")
+        with pytest.raises(ScheduleError, match="unexpected keyword argument 'nme'"):
+            model.add("bad", job="record", every="1s", kwargs={"url": db_url, "nme": tag})
+        assert proc.stop() == 0, proc.output
+    finally:
+        proc.kill()
+    assert model.jobs() == {}  # withdrawn at its clean shutdown

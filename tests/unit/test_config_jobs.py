@@ -42,6 +42,7 @@ def test_call_and_command_jobs_are_registered_on_a_scheduler(tmp_path: Path) -> 
     config = load_config(path)
     assert sorted(config.jobs) == ["purge", "vacuum"]
     assert config.jobs["vacuum"].command == ("echo", "vacuum")
+    assert config.schedule_poll is None  # the Scheduler's default
     scheduler = Scheduler(f"sqlite:///{tmp_path / 'c.db'}")
     for job in config.jobs.values():
         job.add_to(scheduler)
@@ -65,6 +66,8 @@ def test_call_and_command_jobs_are_registered_on_a_scheduler(tmp_path: Path) -> 
         ('[jobs.x]\ncall = "MODULE:nope"\n', "job 'x', key 'call':"),
         ('[jobs.x]\ncommand = ["a"]\nenv = { "1A" = "b" }\n', "job 'x', key 'env':"),
         ('jobs = "x"\n', "key 'jobs': must be a table of [jobs.NAME] tables"),
+        ('[scheduler]\nschedule_poll = "2h"\n', "key 'schedule_poll': must be from 0.05 s"),
+        ("[scheduler]\nschedule_poll = true\n", "key 'schedule_poll': must be a duration"),
     ],
 )
 def test_a_bad_job_table_is_one_line_naming_file_line_job_and_key(
