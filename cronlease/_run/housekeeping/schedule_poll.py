@@ -129,13 +129,16 @@ class SchedulePoll:
         """One poll, now: whether the rows changed (and were applied)."""
         with self._lock:
             rows_store = self._store.schedule_rows
-            if not self._offered:
+            self._polls += 1
+            full = self._polls % FULL_READ_EVERY == 0
+            # again at each full read: a replica that wrote its job rows just before its
+            # first member row may have had them deleted as a dead holder's by another
+            if not self._offered or full:
                 rows_store.offer(self._holder, self._namespace, self._jobs.descriptions())
                 self._offered = True
             with self._outage.waiting("reading the latest schedule change"):
                 seq = rows_store.latest_seq(self._namespace)
-            self._polls += 1
-            if seq == self._seen_seq and self._polls % FULL_READ_EVERY:
+            if seq == self._seen_seq and not full:
                 return False
             seq, rows = rows_store.rows(self._namespace)
             self._follow(rows)
