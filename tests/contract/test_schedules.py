@@ -236,3 +236,25 @@ def test_a_replica_starts_with_its_rows_and_catches_them_up(
         replica.store.dispose()
     assert ran == [1]  # the "skip" row was not caught up
     assert len(store.history(f"{task_name}:idle")) == 1
+
+
+def test_the_model_and_the_poll_work_through_pgbouncer(bouncer_url: str, task_name: str) -> None:
+    """Every write is one explicit transaction and every read stands alone: nothing is
+    left on a server connection between transactions (PgBouncer's transaction pooling)."""
+    replica = Scheduler(bouncer_url, namespace=task_name, schedule_poll=0.1)
+    ran: list[int] = []
+    replica.register(lambda days: ran.append(days), name="purge")
+    replica.start()
+    model = Schedules(bouncer_url, namespace=task_name)
+    try:
+        wait_for(lambda: "purge" in model.jobs(), 10, "the replica's jobs")
+        model.add("p", job="purge", every="1s", args=[3])
+        model.update("p", expected_version=1, args=[4])
+        with pytest.raises(StaleScheduleError):
+            model.update("p", expected_version=1, args=[5])
+        wait_for(lambda: 4 in ran, 10, "a run of version 2")
+        assert [c.version for c in model.history("p")] == [1, 2]
+    finally:
+        replica.shutdown()
+        replica.store.dispose()
+        model.close()

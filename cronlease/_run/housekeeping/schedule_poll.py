@@ -88,11 +88,6 @@ class SchedulePoll:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
 
-    @property
-    def tasks(self) -> dict[str, Task]:
-        """The tasks made from rows that run here, by full name."""
-        return {name: loaded.task for name, loaded in self._loaded.items() if loaded.task}
-
     def start(self, first_after: float = 0.0) -> None:
         """Poll on a thread of its own, the first time ``first_after`` seconds from now."""
         self._stopping = threading.Event()
