@@ -2,7 +2,8 @@
 
 What an application writes against is here: :class:`Scheduler`, the
 :class:`Task` it declares and the :class:`RunContext` a run receives,
-:class:`Schedule`, the events a listener receives, the errors, and the status
+:class:`Schedule`, the schedules kept in the database (:class:`Schedules`), the
+events a listener receives, the errors, and the status
 values the scheduler returns (:class:`Health`, :class:`ClockCheck`; the whole
 model is :mod:`cronlease.status`). :class:`LeaseStore` is the database without
 a scheduler (a status page's source); its rows and requests are
@@ -25,6 +26,7 @@ from cronlease._events import (
 )
 from cronlease._lease.store import LeaseStore
 from cronlease._scheduler import Scheduler
+from cronlease._schedules.model import ScheduleChange, Schedules, StoredSchedule
 from cronlease._status import Health
 from cronlease._task import RunContext, Task
 from cronlease._timing.clock import ClockCheck
@@ -38,11 +40,15 @@ from cronlease.errors import (
     DatabaseFileChanged,
     LeaseLostError,
     RowRefused,
+    ScheduleError,
     SchedulerError,
     SendError,
+    StaleScheduleError,
     StatementError,
     StoreError,
     TaskTimeout,
+    UnknownJobError,
+    UnknownScheduleError,
     UnknownTaskError,
 )
 
@@ -66,14 +72,21 @@ __all__ = [
     "RunLost",
     "RunStarted",
     "Schedule",
+    "ScheduleChange",
+    "ScheduleError",
     "Scheduler",
     "SchedulerError",
+    "Schedules",
     "SendError",
+    "StaleScheduleError",
     "StatementError",
     "StoreError",
+    "StoredSchedule",
     "Task",
     "TaskTimeout",
     "TickSkipped",
+    "UnknownJobError",
+    "UnknownScheduleError",
     "UnknownTaskError",
     "__version__",
 ]

@@ -10,16 +10,18 @@ asks is given the context positionally, any other by keyword.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import re
 import typing
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from cronlease._options import OptionError
 
-__all__ = ["CONTEXT_NAME", "call_shape"]
+__all__ = ["CONTEXT_NAME", "call_shape", "context_parameter"]
 
 #: the parameter name that asks for the context without an annotation
 CONTEXT_NAME = "ctx"
@@ -44,7 +46,7 @@ def call_shape(
     """Where the context goes: None (not passed), "" (first positional argument) or the
     keyword. OptionError (key ``args``, ``kwargs`` or None) when the call cannot bind."""
     try:
-        signature = inspect.signature(func)
+        signature = _signature(func)
     except (TypeError, ValueError):  # a builtin without a signature: called as declared
         return None
     label = getattr(func, "__name__", None) or type(func).__name__
@@ -82,6 +84,36 @@ def call_shape(
         hint = f"; {_HOW_TO_ASK}" if missing and context is None else ""
         raise OptionError(_blamed(message, args, kwargs), f"{label}() {message}{hint}") from None
     return context
+
+
+#: signatures of the callables declared lately: the schedule rows of one job are declared
+#: by the thousand (a replica loading 10,000 rows), each checked against one signature
+_SIGNATURES: weakref.WeakKeyDictionary[Any, inspect.Signature] = weakref.WeakKeyDictionary()
+
+
+def _signature(func: Callable[..., Any]) -> inspect.Signature:
+    try:
+        known = _SIGNATURES.get(func)
+    except TypeError:  # not weakly referable (a builtin) or not hashable
+        return inspect.signature(func)
+    if known is None:
+        known = inspect.signature(func)
+        with contextlib.suppress(TypeError):
+            _SIGNATURES[func] = known
+    return known
+
+
+def context_parameter(func: Callable[..., Any], context_type: type) -> str | None:
+    """The name of ``func``'s parameter that asks for the context; None if none asks (or
+    it has no signature). What a job's description says of it (cronlease/_schedules)."""
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    for parameter in parameters:
+        if parameter.kind in _NAMED_KINDS and _asks(parameter, context_type):
+            return parameter.name
+    return None
 
 
 def _check_keywords(

@@ -17,6 +17,7 @@ from cronlease._events import EventBus, RunFinished, RunStarted
 from cronlease._lease.names import normal_form
 from cronlease._lease.store import LeaseStore
 from cronlease._run.pings import Pinger
+from cronlease._schedules.jobs import Job, Jobs
 from cronlease._task import Task
 from cronlease.errors import ConfigError, UnknownTaskError
 
@@ -34,6 +35,10 @@ class TaskDeclarations:
     _by_name: dict[str, Task]
     _lock: threading.RLock
     _events: EventBus
+    #: what schedule rows may run (docs/design.md §5.37)
+    _jobs: Jobs
+    #: the tasks made from schedule rows, by full name (replaced whole by the poll)
+    _dynamic: dict[str, Task]
     #: made by the first task with a ping_url: a scheduler without one has no listener
     _pinger: Pinger | None = None
 
@@ -132,6 +137,51 @@ class TaskDeclarations:
                 self._events.listen(self._pinger.on_event, RunStarted, RunFinished)
         return task
 
+    @overload
+    def job(self, func: F, /) -> F: ...
+
+    @overload
+    def job(self, func: None = None, /, *, name: str | None = None) -> Callable[[F], F]: ...
+
+    def job(self, func: Any = None, /, *, name: str | None = None) -> Any:
+        """Offer a function as a job that schedule rows may run: ``@scheduler.job()`` or
+        ``@scheduler.job(name="export")`` (default name: the function's). A row names
+        the job and gives its arguments, checked against this signature; the row never
+        holds code. Returns the function unchanged."""
+        if func is not None:
+            self.register(func, name=name)
+            return func
+
+        def decorate(function: F) -> F:
+            self.register(function, name=name)
+            return function
+
+        return decorate
+
+    def register(self, func: Callable[..., Any], name: str | None = None) -> None:
+        """Offer ``func`` as the job ``name`` (default: its ``__name__``); ConfigError for
+        a name registered twice."""
+        self._jobs.register(func, name)
+
+    def register_command(
+        self,
+        name: str,
+        command: str | Sequence[str],
+        *,
+        shell: bool = False,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """Offer a command as the job ``name`` (a ``[jobs.NAME]`` table's ``command``):
+        a schedule row that runs it gives no arguments; a run's timeout kills it."""
+        line = command if isinstance(command, str) else tuple(command)
+        self._jobs.add(Job(name, command=line, shell=shell, cwd=cwd, env=dict(env or {})))
+
+    @property
+    def jobs(self) -> Mapping[str, Callable[..., Any]]:
+        """The jobs registered here, by name: what schedule rows may run."""
+        return self._jobs
+
     def _ping_url_of(self, full_name: str) -> str | None:
         # a plain dict read: the listener runs on workers, without the declarations' lock
         task = self._tasks.get(full_name)
@@ -147,7 +197,8 @@ class TaskDeclarations:
     def _attempt_tasks(self) -> list[Task]:
         """The declared tasks that want retries or recovery."""
         with self._lock:
-            return [task for task in self._tasks.values() if task.wants_attempts]
+            tasks = [*self._tasks.values(), *self._dynamic.values()]
+            return [task for task in tasks if task.wants_attempts]
 
     @property
     def tasks(self) -> Mapping[str, Task]:
@@ -155,7 +206,12 @@ class TaskDeclarations:
         return MappingProxyType(self._by_name)
 
     def get_task(self, name: str) -> Task:
-        try:
-            return self._by_name[normal_form(name)]
-        except KeyError:
-            raise UnknownTaskError(f"no task named {name!r} is declared") from None
+        """The task ``name``: declared in code, or made from a schedule row running here."""
+        name = normal_form(name)
+        task = self._by_name.get(name)
+        if task is None:
+            full = f"{self.namespace}:{name}" if self.namespace else name
+            task = self._dynamic.get(full)
+        if task is None:
+            raise UnknownTaskError(f"no task named {name!r} is declared")
+        return task

@@ -11,7 +11,7 @@ import socket
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from cronlease._roles import replica_roles
 from cronlease._run.housekeeping.attempt_poll import AttemptPoll
 from cronlease._run.housekeeping.clock_watch import ClockWatch
 from cronlease._run.housekeeping.pruning import housekeeping_task
+from cronlease._run.housekeeping.schedule_poll import DEFAULT_POLL_SECONDS, SchedulePoll
 from cronlease._run.housekeeping.watcher import watcher_task
 from cronlease._run.lifecycle import interrupt_at_exit, stop_replica
 from cronlease._run.runner import TickRunner
@@ -34,6 +35,8 @@ from cronlease._run.signals import stop_signals
 from cronlease._run.startup import CatchUp, report_schedule_conflicts
 from cronlease._run.stopping import Deadline
 from cronlease._run.timer.fire import Firing
+from cronlease._schedules.jobs import Jobs
+from cronlease._schedules.model import Schedules
 from cronlease._stats import Stats
 from cronlease._status import Health, Snapshot
 from cronlease._status.replica import health_snapshot, replica_health
@@ -69,7 +72,9 @@ class Scheduler(TaskDeclarations):
     its own (gunicorn ``--preload`` with a scheduler started at import); by
     default a child only drops the inherited connections and schedules nothing.
     ``roles``: this replica runs a task with roles only if it has one of them (docs: Task
-    options, "Roles").
+    options, "Roles"). ``schedule_poll``: how often (seconds, default 5) the replica
+    looks for changed schedule rows (:attr:`schedules`): one small statement per poll
+    when nothing changed.
 
     The pool (§8; not with ``engine=``): ``pool_size`` connections kept (1),
     ``max_overflow`` more for bursts (2), ``pool_timeout`` s a checkout waits (10),
@@ -96,6 +101,7 @@ class Scheduler(TaskDeclarations):
         pool_idle_timeout: float | None = None,
         connect_args: dict[str, Any] | None = None,
         roles: Iterable[str] = (),
+        schedule_poll: float = DEFAULT_POLL_SECONDS,
     ) -> None:
         if url is not None and engine is not None:
             raise ConfigError("give a database URL or an engine, not both")
@@ -110,6 +116,8 @@ class Scheduler(TaskDeclarations):
                 stacklevel=2,
             )
             shutdown_grace = shutdown_timeout
+        if not (isinstance(schedule_poll, (int, float)) and 0.05 <= schedule_poll <= 3600):
+            raise ConfigError("schedule_poll must be a number of seconds from 0.05 to 3600")
         if not shutdown_grace >= 0:
             raise ConfigError("shutdown_grace must be a number of seconds, 0 or more")
         self.namespace = namespace
@@ -123,6 +131,13 @@ class Scheduler(TaskDeclarations):
         self.store = LeaseStore(scheduler_engine(url, engine, pool, connect_args))
         self._tasks: dict[str, Task] = {}
         self._by_name: dict[str, Task] = {}
+        self._jobs = Jobs()
+        self.schedule_poll = float(schedule_poll)
+        # the tasks made from schedule rows, by full name: replaced whole, never mutated
+        # (read without the lock by other threads)
+        self._dynamic: dict[str, Task] = {}
+        self._poll: SchedulePoll | None = None
+        self._schedules: Schedules | None = None
         self._max_workers = max_workers
         self._loop: asyncio.AbstractEventLoop | None = None
         self.runner = self._make_runner()
@@ -137,7 +152,11 @@ class Scheduler(TaskDeclarations):
         self._hurry = False
         self._lock = threading.RLock()
         housekeeping = housekeeping_task(
-            self.store, lambda: sorted(self._tasks), history_retention, history_keep, namespace
+            self.store,
+            lambda: sorted([*self._tasks, *self._dynamic]),
+            history_retention,
+            history_keep,
+            namespace,
         )
         if housekeeping is not None:
             self._add_builtin(housekeeping)
@@ -236,17 +255,75 @@ class Scheduler(TaskDeclarations):
             for task in self._tasks.values():
                 firing.add(task)
             self._firing = firing
+            self._dynamic = {}
+            # a replica that offers no job runs no row: it reads none (no statement, no
+            # thread), so replicas without jobs cost what they did before rows existed
+            self._poll = (
+                SchedulePoll(
+                    self.store,
+                    self.namespace,
+                    self.holder,
+                    self._jobs,
+                    lambda: list(self._by_name),
+                    self._apply_schedules,
+                    self.runner.outage,
+                    self.schedule_poll,
+                )
+                if len(self._jobs)
+                else None
+            )
+            # the rows first, before firing starts: the replica starts with its schedules
+            # (and their digest), and catch-up covers them (docs/design.md §5.37)
+            loaded = self.runner.schema_ready and self._poll_now()
             firing.start()
             self._attempts = AttemptPoll(self.runner, self._attempt_tasks, firing.submit)
             self._attempts.start()
+            if self._poll is not None:
+                self._poll.start(first_after=self._poll.interval if loaded else 0.0)
             if self.runner.schema_ready:
                 self._start_catch_up()
             logger.info(
-                "cronlease replica %s started with %d task(s) on %s",
+                "cronlease replica %s started with %d task(s)%s on %s",
                 self.holder,
                 len(self._by_name),
+                f" and {len(self._dynamic)} schedule row(s)" if self._dynamic else "",
                 self.store.url,
             )
+
+    def _poll_now(self) -> bool:
+        """One poll of the schedule rows now; False when the database did not answer."""
+        if self._poll is None:
+            return True
+        try:
+            self._poll.poll()
+        except StoreError as exc:
+            logger.debug("schedule rows not read at start: %s", exc)
+            return False
+        return True
+
+    def _apply_schedules(self, removed: Mapping[str, Task], added: Mapping[str, Task]) -> None:
+        """The poll thread's change of the tasks made from schedule rows (§5.37)."""
+        with self._lock:
+            if self._firing is not None:
+                self._firing.change(removed.values(), added.values())
+            dynamic = {name: t for name, t in self._dynamic.items() if name not in removed}
+            dynamic.update(added)
+            self._dynamic = dynamic
+            if self._attempts is not None and any(t.wants_attempts for t in added.values()):
+                self._attempts.start()
+
+    @property
+    def schedules(self) -> Schedules:
+        """The schedules kept in this scheduler's database and namespace, checked against
+        its jobs and code tasks (:class:`cronlease.Schedules`)."""
+        if self._schedules is None:
+            self._schedules = Schedules(
+                store=self.store,
+                namespace=self.namespace,
+                jobs=self._jobs,
+                code_tasks=lambda: list(self._by_name),
+            )
+        return self._schedules
 
     @property
     def running_tasks(self) -> list[str]:
@@ -276,8 +353,9 @@ class Scheduler(TaskDeclarations):
             if self._caught_up or self._firing is None:
                 return
             self._caught_up = True
+            tasks = {**self._tasks, **self._dynamic}  # the rows loaded by now
             self._catch_up = CatchUp(
-                self.runner, self.store, self._tasks, self.stats, self._firing.submit
+                self.runner, self.store, tasks, self.stats, self._firing.submit
             )
             self._catch_up.start()
 
@@ -296,11 +374,14 @@ class Scheduler(TaskDeclarations):
             firing, self._firing = self._firing, None
             catch_up, self._catch_up = self._catch_up, None
             attempts, self._attempts = self._attempts, None
+            poll, self._poll = self._poll, None
         if firing is None:
             return
+        poll_thread = poll.stop() if poll is not None else None
         limit = self.shutdown_grace if timeout is None else timeout
         deadline = Deadline(max(0.0, limit) if wait else 0.0, hurried=lambda: self._hurry)
         stop_replica(self.runner, firing, catch_up, deadline, wait=wait, attempts=attempts)
+        deadline.join(poll_thread, "the schedule poll to withdraw this replica's jobs")
         logger.info("cronlease replica %s stopped", self.holder)
 
     @property
@@ -354,7 +435,9 @@ class Scheduler(TaskDeclarations):
         on its pool, unless given the ``snapshot`` read for something else (the page)."""
         # cronlease's own tasks are not the user's to alert on: a stuck watcher overdue
         # after a fleet-wide restart is no reason to fail a probe (design §4.11)
-        tasks = [task for task in self._tasks.values() if not task.builtin]
+        # the rows' tasks too: their alert_after and grace are a code task's (§5.37)
+        declared = [*self._tasks.values(), *self._dynamic.values()]
+        tasks = [task for task in declared if not task.builtin]
         if snapshot is None:
             # the read first: the replica's state below is then as of its answer
             snapshot = health_snapshot(self.store, tasks)

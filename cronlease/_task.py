@@ -138,6 +138,10 @@ class RunContext:
         )
 
 
+#: set by Task.declare (on its thread) while it builds a task of values it has parsed
+_declaring = threading.local()
+
+
 def idempotency_key(full_name: str, slot: int, manual: bool) -> str:
     """``<stored full name>@<slot>``, ``@manual-<slot>`` for a manual run: the slot is the
     last field and a number, so two different (name, slot) pairs never give one key."""
@@ -178,8 +182,10 @@ class Task(TaskOptions):
         check_task_name(full_name)
         if not callable(self.func):
             raise ConfigError(f"task {self.name!r}: {self.func!r} is not callable")
-        # the same checks as the decorator's and the file's (idempotent on parsed values)
-        for key, option in OPTIONS.items():
+        # the same checks as the decorator's and the file's (idempotent on parsed values);
+        # skipped for the values Task.declare has just parsed with the same parsers: a
+        # replica declaring 10,000 schedule rows would parse every option twice
+        for key, option in () if getattr(_declaring, "parsed", False) else OPTIONS.items():
             if key not in SCHEDULE_KEYS:
                 try:
                     object.__setattr__(self, key, option.parse(getattr(self, key)))
@@ -230,14 +236,18 @@ class Task(TaskOptions):
             raise _task_error(label, exc) from None
         for key in SCHEDULE_KEYS:
             del values[key]
-        return cls(
-            name=label,
-            schedule=schedule,
-            func=func,
-            namespace=namespace,
-            builtin=builtin,
-            **values,
-        )
+        _declaring.parsed = True
+        try:
+            return cls(
+                name=label,
+                schedule=schedule,
+                func=func,
+                namespace=namespace,
+                builtin=builtin,
+                **values,
+            )
+        finally:
+            _declaring.parsed = False
 
     @property
     def wants_context(self) -> bool:

@@ -4,8 +4,11 @@ Every exception cronlease raises on purpose derives from one root::
 
     CronleaseError
     ├── ConfigError          a task declaration or config file is invalid
-    │   └── ConfigFileError  in a config file; the one-line message names the file,
-    │                        the TOML line, the task and the key
+    │   ├── ConfigFileError  in a config file; the one-line message names the file,
+    │   │                    the TOML line, the task and the key
+    │   ├── ScheduleError    a schedule row refused: its job, arguments, options or name
+    │   │   └── UnknownJobError  a job no registry given and no live replica offers
+    │   └── StaleScheduleError  a schedule changed since the version the writer read
     ├── StoreError           the database failed; the driver error is ``__cause__``
     │   ├── StatementError   it answered, with an error about the statement: not an outage
     │   │   └── RowRefused   it answered, refusing a value or a constraint of one row
@@ -13,6 +16,7 @@ Every exception cronlease raises on purpose derives from one root::
     ├── LeaseLostError       an attempt's fence or holder is no longer its lease row's:
     │                        the writes of its transaction must not commit
     ├── UnknownTaskError     a name that no declared task has
+    │   └── UnknownScheduleError  a name that no schedule row has
     ├── SchedulerError       the scheduler was used in a state that does not allow it
     ├── CommandError         raised by a command task that could not start, exited
     │                        nonzero or was terminated; the run is recorded ``failed``
@@ -37,11 +41,15 @@ __all__ = [
     "DatabaseFileChanged",
     "LeaseLostError",
     "RowRefused",
+    "ScheduleError",
     "SchedulerError",
     "SendError",
+    "StaleScheduleError",
     "StatementError",
     "StoreError",
     "TaskTimeout",
+    "UnknownJobError",
+    "UnknownScheduleError",
     "UnknownTaskError",
 ]
 
@@ -59,7 +67,8 @@ class ConfigError(CronleaseError, ValueError):
 
 
 class ConfigFileError(ConfigError):
-    """A config file is invalid; ``str()`` is one line naming the file, line, task and key."""
+    """A config file is invalid; ``str()`` is one line naming the file, line, task (or
+    job) and key."""
 
     def __init__(
         self,
@@ -69,9 +78,11 @@ class ConfigFileError(ConfigError):
         task: str | None = None,
         key: str | None = None,
         line: int | None = None,
+        job: str | None = None,
     ) -> None:
         self.path = str(path)
         self.task = task
+        self.job = job
         self.key = key
         self.line = line
         self.detail = " ".join(message.split())  # one line, whatever the cause said
@@ -79,10 +90,32 @@ class ConfigFileError(ConfigError):
         subject = []
         if task is not None:
             subject.append(f"task {task!r}")
+        if job is not None:
+            subject.append(f"job {job!r}")
         if key is not None:
             subject.append(f"key {key!r}")
         prefix = f"{where}: " + (", ".join(subject) + ": " if subject else "")
         super().__init__(prefix + self.detail)
+
+
+class ScheduleError(ConfigError):
+    """A schedule cannot be written: its job, arguments, options or name break a rule a
+    replica would refuse it for. Nothing was written."""
+
+
+class UnknownJobError(ScheduleError):
+    """A schedule names a job that no registry given and no live replica offers; the
+    message lists the known ones."""
+
+
+class StaleScheduleError(ConfigError):
+    """A schedule changed since the version the writer read (``expected_version``):
+    nothing was written. ``version`` and ``changed_by`` are the newer version's."""
+
+    def __init__(self, message: str, *, version: int | None = None, changed_by: str = "") -> None:
+        self.version = version
+        self.changed_by = changed_by
+        super().__init__(message)
 
 
 class StoreError(CronleaseError):
@@ -114,6 +147,10 @@ class UnknownTaskError(CronleaseError, KeyError):
     def __str__(self) -> str:
         # KeyError.__str__ would wrap the message in quotes.
         return str(self.args[0]) if self.args else ""
+
+
+class UnknownScheduleError(UnknownTaskError):
+    """No schedule row has that name."""
 
 
 class SchedulerError(CronleaseError):

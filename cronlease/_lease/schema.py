@@ -18,10 +18,13 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
+    Text,
     UniqueConstraint,
     false,
+    true,
 )
 from sqlalchemy.dialects import mysql
 
@@ -35,10 +38,14 @@ __all__ = [
     "RUNS_ATTEMPT_KEY",
     "RUNS_SLOT_KEY",
     "deliveries",
+    "jobs",
     "leases",
     "members",
     "metadata",
     "runs",
+    "schedule_changes",
+    "schedule_heads",
+    "schedules",
 ]
 
 MAX_NAME_LENGTH = 255
@@ -147,5 +154,87 @@ deliveries = Table(
     # database clock, epoch seconds
     Column("claimed_at", Double, nullable=False),
     Index("cronlease_deliveries_claimed", "claimed_at"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+# Schedules kept in the database (docs/design.md §5.37): one row per live schedule,
+# written only through cronlease.Schedules, which checks a row as a replica will
+# load it. A row names a *job* the replicas offer, never code: whoever can write
+# this table chooses among what the code registers and passes it arguments.
+schedules = Table(
+    "cronlease_schedules",
+    metadata,
+    # the stored full name, ``<namespace>:<name>`` as a code task's lease row is named
+    Column("name", _name_type(), primary_key=True),
+    Column("namespace", String(MAX_NAME_LENGTH), nullable=False, server_default=""),
+    Column("job", String(MAX_NAME_LENGTH), nullable=False),
+    # exactly one of every (a duration as written: "90s", "1h") and cron
+    Column("every", String(64), nullable=True),
+    Column("cron", String(MAX_FINGERPRINT_LENGTH), nullable=True),
+    Column("timezone", String(64), nullable=True),
+    # JSON texts: a list, an object, an object of the task's other options
+    Column("args", Text, nullable=False),
+    Column("kwargs", Text, nullable=False),
+    Column("options", Text, nullable=False),
+    Column("enabled", Boolean, nullable=False, server_default=true()),
+    # 1 when added, one more per change: an update may name the version it read
+    Column("version", BigInteger, nullable=False),
+    Column("changed_by", String(MAX_NAME_LENGTH), nullable=False),
+    # database clock, epoch seconds
+    Column("changed_at", Double, nullable=False),
+    Index("cronlease_schedules_namespace", "namespace"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+# The audit log of cronlease_schedules: one row per add, change and removal, inserted
+# in the transaction of that write, never updated or deleted by cronlease. The
+# highest seq of a namespace is what a replica polls to learn that a row changed.
+schedule_changes = Table(
+    "cronlease_schedule_changes",
+    metadata,
+    # Integer on SQLite: only an INTEGER PRIMARY KEY is its rowid, numbered by itself
+    Column(
+        "seq",
+        BigInteger().with_variant(Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    Column("namespace", String(MAX_NAME_LENGTH), nullable=False, server_default=""),
+    Column("name", _name_type(), nullable=False),
+    Column("version", BigInteger, nullable=False),
+    # add, set or remove
+    Column("action", String(16), nullable=False),
+    Column("changed_by", String(MAX_NAME_LENGTH), nullable=False),
+    Column("changed_at", Double, nullable=False),
+    # JSON: field -> [old, new]
+    Column("changes", Text, nullable=False),
+    Index("cronlease_schedule_changes_namespace", "namespace", "seq"),
+    Index("cronlease_schedule_changes_name", "name", "seq"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+# One row per namespace that has had a schedule written: each write locks it first, so
+# the writes of a namespace commit in the order of their seq, and a replica that read
+# max(seq) never misses a change that commits later with a lower one.
+schedule_heads = Table(
+    "cronlease_schedule_heads",
+    metadata,
+    Column("namespace", _name_type(), primary_key=True),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+# The jobs each replica offers (docs/design.md §5.37), so that a writer without the
+# code can check a row and status can say when no live replica offers a job: written
+# when a replica starts (and again after an outage), deleted at a clean shutdown;
+# live iff its holder's cronlease_members row is.
+jobs = Table(
+    "cronlease_jobs",
+    metadata,
+    Column("holder", _name_type(MAX_HOLDER_LENGTH), nullable=False),
+    Column("namespace", String(MAX_NAME_LENGTH), nullable=False, server_default=""),
+    Column("job", _name_type(), nullable=False),
+    # JSON: what the job is (call or command) and its parameters
+    Column("description", Text, nullable=False),
+    PrimaryKeyConstraint("holder", "job", name="cronlease_jobs_key"),
     **MYSQL_TABLE_OPTIONS,
 )

@@ -60,6 +60,7 @@ from cronlease._lease.model import (
 )
 from cronlease._lease.pruning import Pruning
 from cronlease._lease.recovery import describe_error, recover, store_error
+from cronlease._lease.schedule_rows import ScheduleRowStore
 from cronlease._safe_text import remember_password
 from cronlease.errors import StoreError
 
@@ -96,6 +97,8 @@ class LeaseStore:
             self._file,
             seen=self.lost_writes.cursor_seen,
         )
+        #: schedule rows, their changes and the jobs replicas offer (docs/design.md §5.37)
+        self.schedule_rows = ScheduleRowStore(self.statements, self._call)
         # set after an outage: what this store saw is read back before the next operation
         self._recheck = False
         self._checking = threading.Lock()

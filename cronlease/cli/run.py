@@ -70,7 +70,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     for spec in specs:
         if spec.name not in scheduler.tasks:
             spec.add_to(scheduler)
-    if not specs:
+    for job in config.jobs.values():
+        if job.name not in scheduler.jobs:
+            job.add_to(scheduler)
+    if not specs and not config.jobs:
         logger.warning("%s declares no enabled task: this replica has nothing to run", config.path)
     exit_after_stop(scheduler, for_commands)
     try:

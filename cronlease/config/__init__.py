@@ -54,7 +54,7 @@ from cronlease.config._celery_import import translate_app as translate_celery_ap
 from cronlease.config._celery_import import translate_django as translate_django_beat
 from cronlease.config._crontab import Translation, local_timezone, translate_crontab
 from cronlease.config._load import DEFAULT_CONFIG, load_config
-from cronlease.config._spec import Config, TaskSpec, TaskTarget
+from cronlease.config._spec import Config, JobSpec, JobTarget, TaskSpec, TaskTarget
 from cronlease.config._validate import DATABASE_ENV
 
 __all__ = [
@@ -62,6 +62,8 @@ __all__ = [
     "DEFAULT_CONFIG",
     "BeatImport",
     "Config",
+    "JobSpec",
+    "JobTarget",
     "PoolKeywords",
     "TaskSpec",
     "TaskTarget",

@@ -22,7 +22,7 @@ from cronlease._task import Task
 from cronlease._timing.schedule import Schedule
 from cronlease.errors import ConfigError
 
-__all__ = ["Config", "TaskSpec", "TaskTarget"]
+__all__ = ["Config", "JobSpec", "JobTarget", "TaskSpec", "TaskTarget"]
 
 
 class TaskTarget(Protocol):
@@ -31,6 +31,42 @@ class TaskTarget(Protocol):
 
     @property
     def add_task(self) -> Callable[..., Task]: ...
+
+
+class JobTarget(Protocol):
+    """What a ``[jobs.NAME]`` table is registered on: a :class:`~cronlease.Scheduler`."""
+
+    @property
+    def register(self) -> Callable[..., None]: ...
+
+    @property
+    def register_command(self) -> Callable[..., None]: ...
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One ``[jobs.NAME]`` table, validated: a job schedule rows may run (a callable or a
+    command, as a task's), never a schedule of its own (docs/design.md §5.37)."""
+
+    name: str
+    call: str | None = None
+    func: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+    command: str | tuple[str, ...] | None = None
+    shell: bool = False
+    cwd: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    line: int | None = None
+
+    def add_to(self, scheduler: JobTarget) -> None:
+        """Offer this job on ``scheduler``."""
+        if self.command is not None:
+            scheduler.register_command(
+                self.name, self.command, shell=self.shell, cwd=self.cwd, env=self.env
+            )
+            return
+        if self.func is None:
+            raise ConfigError(f"job {self.name!r}: its call {self.call!r} was not imported")
+        scheduler.register(self.func, name=self.name)
 
 
 @dataclass(frozen=True)
@@ -117,9 +153,14 @@ class Config:
     history_keep: int | None = None  # runs kept per task (docs/design.md §5.12)
     #: ``[scheduler] shutdown_grace``: what a shutdown takes at most (None: the default)
     shutdown_grace: float | None = None
+    #: ``[scheduler] schedule_poll``: seconds between two reads of the schedule rows
+    #: (None: the default, 5 s)
+    schedule_poll: float | None = None
     #: ``[scheduler] roles``: this replica's roles (``cronlease run --role`` wins)
     roles: tuple[str, ...] = ()
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
+    #: ``[jobs.NAME]``: what schedule rows may run
+    jobs: Mapping[str, JobSpec] = field(default_factory=dict)
     #: ``[celery] app``: the Celery app whose ``beat_schedule`` runs here
     celery_app: str | None = None
     #: ``[celery]``'s task options, for every beat entry

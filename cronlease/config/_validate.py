@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from cronlease.config._calls import resolve_call, split_call
 from cronlease.config._celery import celery_specs, import_app
 from cronlease.config._database import DatabaseTable, beside
 from cronlease.config._locate import SourceLines
-from cronlease.config._spec import Config, TaskSpec
+from cronlease.config._spec import Config, JobSpec, TaskSpec
 from cronlease.errors import ConfigError, ConfigFileError
 
 __all__ = ["DATABASE_ENV", "Validator"]
@@ -50,9 +50,10 @@ TOP_LEVEL_KEYS = (
     "scheduler",
     "celery",
     "tasks",
+    "jobs",
 )
 #: keys of the ``[scheduler]`` table: settings of the replica, not of a task
-SCHEDULER_KEYS = ("shutdown_grace", "roles")
+SCHEDULER_KEYS = ("shutdown_grace", "roles", "schedule_poll")
 #: the keys of a task that are not options of the decorator: what to run (the decorated
 #: function is its own ``call``) and how a command is run; the rest is :data:`OPTIONS`
 CALL_KEYS = ("call",)
@@ -63,6 +64,9 @@ SEND_KEYS = ("celery_task", "celery_app", "celery_options")
 #: options that apply to a ``call`` only (a command takes its arguments in its line)
 CALL_OPTIONS = tuple(key for key, option in OPTIONS.items() if option.call_only)
 TASK_KEYS = (*CALL_KEYS, *COMMAND_KEYS, *SEND_KEYS, *OPTIONS)
+#: the keys of a ``[jobs.NAME]`` table: what runs, and how a command runs; a job has no
+#: schedule or options of its own (the schedule rows that run it have them)
+JOB_KEYS = (*CALL_KEYS, *COMMAND_KEYS)
 #: keys of the ``[celery]`` table: the app, and task options for every beat entry (not
 #: the schedule, which is each entry's, nor a call's arguments, which are the entry's)
 CELERY_KEYS = (
@@ -131,6 +135,7 @@ class Validator:
         if "history_keep" in data and (type(history_keep) is not int or history_keep < 1):
             raise self.error("must be a whole number of runs, at least 1", key="history_keep")
         shutdown_grace, roles = self.scheduler_settings(data.get("scheduler", {}))
+        schedule_poll = self.schedule_poll(data.get("scheduler", {}))
         tasks_table = data.get("tasks", {})
         if not isinstance(tasks_table, dict):
             raise self.error(
@@ -150,6 +155,7 @@ class Validator:
                 )
             tasks[spec.name] = spec
             written[spec.name] = name
+        jobs = self.jobs(data.get("jobs", {}))
         celery_app, celery_options = self.celery_table(data.get("celery", {}))
         if celery_app is not None and self.import_calls:
             for spec in self.celery_tasks(celery_app, celery_options):
@@ -170,11 +176,72 @@ class Validator:
             holder=holder,
             history_keep=history_keep,
             shutdown_grace=shutdown_grace,
+            schedule_poll=schedule_poll,
             roles=roles,
             tasks=tasks,
+            jobs=jobs,
             celery_app=celery_app,
             celery_options=celery_options,
         )
+
+    def job_error(self, message: str, job: str, key: str | None = None) -> ConfigFileError:
+        line = self.source.table_key_line(f"jobs.{job}", key or "call")
+        return ConfigFileError(self.path, message, job=job, key=key, line=line)
+
+    def jobs(self, table: object) -> dict[str, JobSpec]:
+        """``[jobs.NAME]`` tables: a ``call`` or a ``command`` (with ``shell``, ``cwd``,
+        ``env``), checked as a task's are."""
+        if not isinstance(table, dict):
+            raise self.error(
+                f"must be a table of [jobs.NAME] tables, not {type_name(table)}", key="jobs"
+            )
+        found: dict[str, JobSpec] = {}
+        for name, job in table.items():
+            try:
+                stored = check_task_name(name)
+            except ConfigError as exc:
+                raise self.job_error(f"invalid job name: {exc}", name) from None
+            if not isinstance(job, dict):
+                raise self.job_error(f"must be a table ([jobs.{name}]), not {type_name(job)}", name)
+            for key in job:
+                if key not in JOB_KEYS:
+                    hint = (
+                        "; a job's schedule and options are its schedule rows'"
+                        if key in OPTIONS
+                        else ""
+                    )
+                    raise self.job_error(unknown_key(key, JOB_KEYS) + hint, name, key)
+            kinds = [key for key in ("call", "command") if key in job]
+            if len(kinds) != 1:
+                raise self.job_error(
+                    "give exactly one of 'call' (a Python callable) or 'command'",
+                    name,
+                    kinds[-1] if kinds else None,
+                )
+            line = self.source.table_key_line(f"jobs.{name}", kinds[0])
+            if kinds[0] == "command":
+
+                def error(message: str, key: str | None, _name: str = name) -> ConfigFileError:
+                    return self.job_error(message, _name, key)
+
+                command, shell, cwd, env = self.command_parts(job, name, error)
+                found[stored] = JobSpec(
+                    stored, command=command, shell=shell, cwd=cwd, env=env, line=line
+                )
+                continue
+            for key in ("shell", "cwd", "env"):
+                if key in job:
+                    raise self.job_error("applies to command jobs only", name, key)
+            target = job["call"]
+            if not isinstance(target, str):
+                raise self.job_error(f"must be a string, not {type_name(target)}", name, "call")
+            try:
+                split_call(target)
+                func = resolve_call(target, self.path.parent) if self.import_calls else None
+            except ConfigError as exc:
+                raise self.job_error(str(exc), name, "call") from None
+            found[stored] = JobSpec(stored, call=target, func=func, line=line)
+        return found
 
     def celery_error(self, message: str, key: str, task: str | None = None) -> ConfigFileError:
         return ConfigFileError(
@@ -220,6 +287,21 @@ class Validator:
             )
         except ConfigError as exc:
             raise self.celery_error(str(exc), "app") from None
+
+    def schedule_poll(self, table: dict[str, Any]) -> float | None:
+        """``[scheduler] schedule_poll``: how often the replica reads the schedule rows."""
+        if "schedule_poll" not in table:
+            return None
+        value = table["schedule_poll"]
+        try:
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ConfigError(f'must be a duration such as 5 or "5s", not {type_name(value)}')
+            seconds = parse_duration(value, what="schedule_poll").total_seconds()
+        except ConfigError as exc:
+            raise self.error(str(exc), key="schedule_poll") from None
+        if not 0.05 <= seconds <= 3600:
+            raise self.error("must be from 0.05 s to 1 hour", key="schedule_poll")
+        return seconds
 
     def scheduler_settings(self, table: object) -> tuple[float | None, tuple[str, ...]]:
         """The ``[scheduler]`` table: ``shutdown_grace`` (None: the default) and ``roles``."""
@@ -353,61 +435,60 @@ class Validator:
 
     def command_spec(self, table: dict[str, Any], common: dict[str, Any]) -> TaskSpec:
         name = common["name"]
+
+        def error(message: str, key: str | None) -> ConfigFileError:
+            return self.error(message, task=name, key=key)
+
+        command, shell, cwd, env = self.command_parts(table, name, error)
+        return TaskSpec(command=command, shell=shell, cwd=cwd, env=env, **common)
+
+    def command_parts(
+        self,
+        table: dict[str, Any],
+        name: str,
+        error: Callable[[str, str | None], ConfigFileError],
+    ) -> tuple[str | tuple[str, ...], bool, str | None, dict[str, str]]:
+        """A command task's or job's ``command``, ``shell``, ``cwd`` and ``env``."""
         shell = table.get("shell", False)
         if not isinstance(shell, bool):
-            raise self.error(
-                f"must be true or false, not {type_name(shell)}", task=name, key="shell"
-            )
+            raise error(f"must be true or false, not {type_name(shell)}", "shell")
         raw = table["command"]
         command: str | tuple[str, ...]
         if isinstance(raw, str):
             if not raw.strip():
-                raise self.error("must not be empty", task=name, key="command")
+                raise error("must not be empty", "command")
             if shell:
                 command = raw
             else:
                 try:
                     command = tuple(shlex.split(raw))
                 except ValueError as exc:
-                    raise self.error(
+                    raise error(
                         f"cannot be split into words ({exc}); fix the quoting or set shell = true",
-                        task=name,
-                        key="command",
+                        "command",
                     ) from None
         elif isinstance(raw, list):
             if not raw or not all(isinstance(word, str) for word in raw) or not raw[0]:
-                raise self.error(
-                    "must be a string or a non-empty array of strings", task=name, key="command"
-                )
+                raise error("must be a string or a non-empty array of strings", "command")
             if shell:
-                raise self.error(
-                    "with shell = true, give the command as one string", task=name, key="command"
-                )
+                raise error("with shell = true, give the command as one string", "command")
             command = tuple(raw)
         else:
-            raise self.error(
-                f"must be a string or an array of strings, not {type_name(raw)}",
-                task=name,
-                key="command",
-            )
+            raise error(f"must be a string or an array of strings, not {type_name(raw)}", "command")
         cwd = None
         if "cwd" in table:
-            cwd_text = self.string(table["cwd"], name, "cwd")
+            cwd_text = table["cwd"]
+            if not isinstance(cwd_text, str):
+                raise error(f"must be a string, not {type_name(cwd_text)}", "cwd")
             cwd = str((self.path.parent / Path(cwd_text).expanduser()).resolve())
             if not Path(cwd).is_dir():
-                raise self.error(f"{cwd_text!r} is not a directory", task=name, key="cwd")
+                raise error(f"{cwd_text!r} is not a directory", "cwd")
         env = table.get("env", {})
         if not isinstance(env, dict):
-            raise self.error(f"must be a table, not {type_name(env)}", task=name, key="env")
+            raise error(f"must be a table, not {type_name(env)}", "env")
         for var, value in env.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
-                raise self.error(
-                    f"{var!r} is not a valid environment variable name", task=name, key="env"
-                )
+                raise error(f"{var!r} is not a valid environment variable name", "env")
             if not isinstance(value, str):
-                raise self.error(
-                    f"the value of {var} must be a string, not {type_name(value)}",
-                    task=name,
-                    key="env",
-                )
-        return TaskSpec(command=command, shell=shell, cwd=cwd, env=dict(env), **common)
+                raise error(f"the value of {var} must be a string, not {type_name(value)}", "env")
+        return command, shell, cwd, dict(env)

@@ -1,0 +1,1 @@
+"""Schedules kept in the database: jobs, rows made tasks, the model (docs/design.md §5.37)."""

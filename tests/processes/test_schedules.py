@@ -1,0 +1,191 @@
+"""Schedules kept in the database, followed by real replica processes on every backend
+(docs/design.md §5.37): a row added through the model runs once per tick within one
+poll; a change applies from the new schedule's next fire time with no slot twice; a
+removed row fires nothing more; a run in progress during an edit is neither interrupted
+nor overlapped; a corrupted row costs only itself; a job some replicas do not offer runs
+only on those that do. The replicas poll every 0.5 s (tests/support/schedule_replica.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from cronlease import ScheduleError, Schedules
+from cronlease._lease.schema import schedules
+from tests.processes.test_cli import Replica, write_config
+from tests.support import ledger
+from tests.support.backends import backend_independent
+from tests.support.procs import Proc, wait_for
+from tests.support.schedule_replica import POLL
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def model(db_url: str, task_name: str) -> Iterator[Schedules]:
+    ledger.setup(db_url)
+    made = Schedules(db_url, namespace=task_name)  # checked against the replicas' jobs
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def started() -> Iterator[list[Proc]]:
+    procs: list[Proc] = []
+    yield procs
+    for proc in procs:
+        proc.terminate()
+
+
+def replica(procs: list[Proc], url: str, namespace: str, jobs: str) -> Proc:
+    proc = Proc("-m", "tests.support.schedule_replica", url, namespace, jobs)
+    procs.append(proc)
+    proc.expect("started")
+    return proc
+
+
+def slots(url: str, tag: str) -> list[int]:
+    return [slot for slot, _ in ledger.entries(url, tag)]
+
+
+def once_each(found: list[int]) -> None:
+    twice = {slot: n for slot, n in Counter(found).items() if n > 1}
+    assert not twice, f"slots run more than once: {twice}"
+
+
+def test_added_changed_and_removed_rows_are_followed_by_two_replicas(
+    db_url: str, task_name: str, model: Schedules, started: list[Proc]
+) -> None:
+    for _ in range(2):
+        replica(started, db_url, task_name, "x")
+    wait_for(lambda: "x" in model.jobs(), 10, "the replicas' jobs")
+    tag = f"{task_name}-t"
+    added_at = time.time()
+    model.add("t", job="x", every="2s", kwargs={"tag": tag})
+    wait_for(lambda: len(slots(db_url, tag)) >= 2, 10, "two runs every 2 s")
+    first = slots(db_url, tag)[0]
+    # within one poll, at the schedule's first fire time after it was seen
+    # (1 s for the poll's read and the tick's start on a loaded host)
+    assert first <= (added_at + POLL + 2.0 + 1.0) * 1000, (first, added_at)
+
+    changed_at = time.time()
+    model.update("t", every="3s")
+    after = (changed_at + POLL + 1.0) * 1000
+    wait_for(lambda: len([s for s in slots(db_url, tag) if s > after]) >= 2, 12, "two at 3 s")
+    found = slots(db_url, tag)
+    once_each(found)
+    assert all(s % 2000 == 0 for s in found if s < changed_at * 1000), found
+    assert all(s % 3000 == 0 for s in found if s > after), (found, changed_at)
+
+    # the control schedule proves time passed, past a fire time of the removed one
+    control = f"{task_name}-c"
+    model.add("c", job="x", every="1s", kwargs={"tag": control})
+    removed_at = time.time()
+    model.remove("t")
+    # six runs: at least 3 s (a period of the removed schedule) past the poll and its margin
+    wait_for(lambda: len(slots(db_url, control)) >= 6, 12, "six control runs")
+    late = [s for s in slots(db_url, tag) if s > (removed_at + POLL + 1.0) * 1000]
+    assert late == [], (late, removed_at)
+    once_each(slots(db_url, control))
+
+
+def test_a_run_in_progress_during_an_edit_is_not_interrupted_nor_overlapped(
+    db_url: str, task_name: str, model: Schedules, started: list[Proc]
+) -> None:
+    for _ in range(2):
+        replica(started, db_url, task_name, "slow")
+    wait_for(lambda: "slow" in model.jobs(), 10, "the replicas' jobs")
+    tag = f"{task_name}-slow"
+    model.add("s", job="slow", every="1s", kwargs={"tag": tag, "seconds": 2.5})
+    wait_for(lambda: slots(db_url, tag), 10, "the long run's start")
+    long_slot = slots(db_url, tag)[0]
+    model.update("s", kwargs={"tag": tag, "seconds": 0.1})  # while the long run runs
+    wait_for(lambda: long_slot in slots(db_url, f"{tag}#end"), 10, "the long run's end")
+    wait_for(lambda: len(slots(db_url, f"{tag}#end")) >= 3, 10, "runs of the new arguments")
+    assert slots(db_url, f"{tag}#overlap") == []
+    once_each(slots(db_url, tag))
+    # the long run kept what it was started with: it ran its 2.5 s
+    assert slots(db_url, tag)[1] >= long_slot + 2000
+
+
+def test_a_corrupted_row_costs_only_itself_and_a_job_runs_where_it_is_offered(
+    db_url: str, task_name: str, model: Schedules, started: list[Proc]
+) -> None:
+    good, only_a, bad = (f"{task_name}-{n}" for n in ("good", "a", "bad"))
+    writer = Schedules(db_url, namespace=task_name, jobs={"x": _x, "y": _x})
+    try:
+        # every 2 s: a grace of 1 s, so a loaded CI host does not skip a tick as late
+        writer.add("good", job="x", every="2s", kwargs={"tag": good})
+        writer.add("only-a", job="y", every="2s", kwargs={"tag": only_a})
+        writer.add("bad", job="x", every="2s", kwargs={"tag": bad})
+    finally:
+        writer.close()
+    with model.store.engine.begin() as conn:
+        conn.execute(
+            sa.update(schedules)
+            .where(schedules.c.name == f"{task_name}:bad")
+            .values(kwargs="{garbage")
+        )
+    a = replica(started, db_url, task_name, "x,y")
+    b = replica(started, db_url, task_name, "x")
+    wait_for(lambda: len(slots(db_url, only_a)) >= 4, 15, "four runs of the y schedule")
+    wait_for(lambda: len(slots(db_url, good)) >= 4, 5, "four runs of the good schedule")
+    found = slots(db_url, good)
+    once_each(found)
+    assert found == list(range(found[0], found[-1] + 2000, 2000)), found  # every tick
+    assert slots(db_url, bad) == []
+    assert {pid for _, pid in ledger.entries(db_url, only_a)} == {a.popen.pid}
+    for proc in (a, b):
+        lines = [line for line in proc.stderr().splitlines() if "is invalid" in line]
+        assert len(lines) == 1 and f"{task_name}:bad" in lines[0], proc.stderr()
+    assert "does not offer job 'y'" in b.stderr()
+    shown = {s.name: s.invalid for s in model.list()}
+    assert "JSON" in (shown["bad"] or "") and shown["good"] is None
+
+
+def _x(ctx: object, tag: str) -> None:
+    """The jobs' signature, for a writer without the replicas' code."""
+
+
+@backend_independent(
+    "a [jobs.NAME] table is read and registered in Python, whatever the database",
+    covered_by=(
+        "processes/test_schedules.py::"
+        "test_added_changed_and_removed_rows_are_followed_by_two_replicas"
+    ),
+    on=("sqlite",),
+)
+def test_cronlease_run_offers_the_jobs_of_its_config_file(
+    tmp_path: Path, backend: str, db_url: str, task_name: str, model: Schedules
+) -> None:
+    config = write_config(
+        tmp_path,
+        db_url,
+        """
+        [scheduler]
+        schedule_poll = "0.5s"
+
+        [jobs.record]
+        call = "tests.support.role_task:record"
+        """,
+        namespace=task_name,
+    )
+    proc = Replica("run", "-c", str(config), cwd=tmp_path)
+    try:
+        assert proc.holder
+        wait_for(lambda: "record" in model.jobs(), 10, "the replica's jobs")
+        tag = f"{task_name}-r"
+        model.add("r", job="record", every="1s", kwargs={"url": db_url, "name": tag})
+        wait_for(lambda: len(slots(db_url, tag)) >= 2, 10, "two runs")
+        with pytest.raises(ScheduleError, match="unexpected keyword argument 'nme'"):
+            model.add("bad", job="record", every="1s", kwargs={"url": db_url, "nme": tag})
+        assert proc.stop() == 0, proc.output
+    finally:
+        proc.kill()
+    assert model.jobs() == {}  # withdrawn at its clean shutdown
