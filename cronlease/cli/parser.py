@@ -64,6 +64,11 @@ def epilog(settings: str | None = None, commands: Collection[str] = COMMANDS) ->
         if "import-crontab" in commands
         else ""
     )
+    schedule = (
+        "; a schedule write refused (bad input, a stale --version) or an unknown schedule"
+        if "schedule" in commands
+        else ""
+    )
     source = DEFAULT_CONFIG if settings is None else settings
     environment = (
         f"  {DATABASE_ENV}  overrides `database` in the config file (--database overrides both)\n"
@@ -77,7 +82,7 @@ def epilog(settings: str | None = None, commands: Collection[str] = COMMANDS) ->
         )
     usage = textwrap.fill(
         f"usage or configuration error (bad arguments, invalid {source}, unknown task, "
-        f"forget refused{crontab}); nothing was started, nothing was written",
+        f"forget refused{crontab}){schedule}; nothing was started, nothing was written",
         width=86,
         initial_indent="  2    ",
         subsequent_indent="       ",
