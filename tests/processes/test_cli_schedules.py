@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from cronlease import RunContext, Scheduler
+from cronlease._lease.schema import schedules
 from cronlease._schedules.rows import ROW_OPTIONS
 from cronlease.cli.parser import build_parser
 from tests.conftest import BACKENDS, url_for
@@ -442,3 +444,35 @@ def test_a_flag_per_option_a_row_keeps_read_as_cronlease_toml_reads_it(
     assert sorted(added["options"]["roles"]) == expected["roles"]
     assert added["every"] == "1m"
     assert cli_json("schedule", "set", "x", "--every", "30", cwd=tmp_path)["every"] == "30s"
+
+
+def test_a_row_corrupted_by_hand_is_listed_invalid_and_repaired_by_set(
+    tmp_path: Path, namespace: str
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    write_config(tmp_path, url, namespace)
+    for name in ("good", "broken"):
+        added = cli("schedule", "add", name, "--job", "purge", "--every", "1m", cwd=tmp_path)
+        assert added.returncode == 0, added.stderr
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                sa.update(schedules)
+                .where(schedules.c.name == f"{namespace}:broken")
+                .values(kwargs="{not json")
+            )
+    finally:
+        engine.dispose()
+    listed = cli("schedule", "ls", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    broken = next(line for line in listed.stdout.splitlines() if line.startswith("broken "))
+    assert "invalid: its JSON cannot be read" in broken
+    shown = cli_json("schedule", "show", "broken", cwd=tmp_path)
+    assert shown["valid"] is False and "JSON" in shown["invalid"]
+    repaired = cli_json("schedule", "set", "broken", "--kwargs", "{}", cwd=tmp_path)
+    assert (repaired["version"], repaired["kwargs"]) == (2, {})
+    assert cli_json("schedule", "history", "broken", cwd=tmp_path)[1]["changes"]["kwargs"] == {
+        "old": None,
+        "new": {},
+    }
