@@ -10,7 +10,9 @@
 - ``inspect``: ``status`` and ``history``; ``table``: the ``status`` table (narrow, wide);
 - ``manage``: ``pause``, ``resume``, ``trigger``, ``init-db``, ``web``, ``import-crontab``,
   ``import-celery-beat``;
-- ``forget``: ``forget`` (an orphaned lease row and its history).
+- ``forget``: ``forget`` (an orphaned lease row and its history);
+- ``schedules``: ``schedule add|set|rm|ls|show|history`` (schedules kept in the database,
+  through :class:`cronlease.Schedules`).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from collections.abc import Callable, Collection
 
@@ -22,6 +23,18 @@ from cronlease.cli.manage import (
     cmd_web,
 )
 from cronlease.cli.run import cmd_run
+from cronlease.cli.schedules import (
+    OPTION_FLAGS,
+    UNSETTABLE,
+    cmd_schedule_add,
+    cmd_schedule_history,
+    cmd_schedule_ls,
+    cmd_schedule_rm,
+    cmd_schedule_set,
+    cmd_schedule_show,
+    option_help,
+    unset_key,
+)
 from cronlease.config import DATABASE_ENV, DEFAULT_CONFIG
 from cronlease.errors import ConfigError
 
@@ -35,6 +48,7 @@ COMMANDS = (
     "resume",
     "trigger",
     "forget",
+    "schedule",
     "init-db",
     "web",
     "import-crontab",
@@ -50,6 +64,11 @@ def epilog(settings: str | None = None, commands: Collection[str] = COMMANDS) ->
         if "import-crontab" in commands
         else ""
     )
+    schedule = (
+        "; a schedule write refused (bad input, a stale --version) or an unknown schedule"
+        if "schedule" in commands
+        else ""
+    )
     source = DEFAULT_CONFIG if settings is None else settings
     environment = (
         f"  {DATABASE_ENV}  overrides `database` in the config file (--database overrides both)\n"
@@ -63,7 +82,7 @@ def epilog(settings: str | None = None, commands: Collection[str] = COMMANDS) ->
         )
     usage = textwrap.fill(
         f"usage or configuration error (bad arguments, invalid {source}, unknown task, "
-        f"forget refused{crontab}); nothing was started, nothing was written",
+        f"forget refused{crontab}){schedule}; nothing was started, nothing was written",
         width=86,
         initial_indent="  2    ",
         subsequent_indent="       ",
@@ -139,13 +158,15 @@ def build_parser(
         help_text: str,
         *,
         json_output: bool = False,
+        options: bool = True,
     ) -> argparse.ArgumentParser:
         assert name in COMMANDS, name
+        parents = [common, as_json] if json_output else [common]
         sub = (commands if name in offered else unlisted).add_parser(
             name,
             help=help_text,
             description=help_text,
-            parents=[common, as_json] if json_output else [common],
+            parents=parents if options else [],
             epilog=f"exit status and environment: {prog} --help",
         )
         sub.set_defaults(handler=handler, command_name=name)
@@ -261,6 +282,9 @@ def build_parser(
         help=f"forget a task {source} still declares (its next tick makes a new row, "
         "from a fresh slot cursor)",
     )
+    _schedule_commands(
+        command("schedule", _schedule_help, _SCHEDULE_HELP, options=False), [common, as_json], prog
+    )
     command(
         "init-db",
         cmd_init_db,
@@ -335,6 +359,142 @@ def build_parser(
         "a schedule exits 2 and nothing is written",
     )
     return parser
+
+
+_SCHEDULE_HELP = (
+    "add, change, remove and list the schedules kept in the database (each runs a job "
+    "the replicas offer)"
+)
+
+
+def _schedule_help(args: argparse.Namespace) -> int:
+    """Bare ``cronlease schedule``: its subcommands."""
+    args.schedule_parser.print_help(sys.stderr)
+    return 2
+
+
+def _schedule_commands(
+    schedule: argparse.ArgumentParser, parents: list[argparse.ArgumentParser], prog: str
+) -> None:
+    """``schedule add|set|rm|ls|show|history``; a task option is one flag each, made from
+    the option table (cronlease/_options.py) for the options a schedule row keeps."""
+    schedule.set_defaults(schedule_parser=schedule, log_level="INFO")
+    subcommands = schedule.add_subparsers(title="subcommands", metavar="SUBCOMMAND")
+
+    def subcommand(
+        name: str, handler: Callable[[argparse.Namespace], int], help_text: str
+    ) -> argparse.ArgumentParser:
+        sub = subcommands.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            parents=parents,
+            epilog=f"exit status and environment: {prog} --help",
+        )
+        sub.set_defaults(handler=handler)
+        return sub
+
+    def fields(sub: argparse.ArgumentParser, *, adding: bool) -> None:
+        sub.add_argument(
+            "--job",
+            required=adding,
+            metavar="JOB",
+            help="the job it runs: one the replicas offer (registered in code)",
+        )
+        when = sub.add_mutually_exclusive_group(required=adding)
+        when.add_argument(
+            "--every",
+            metavar="DURATION",
+            help='run every DURATION (30, "90s", "1h30m"); replaces a cron schedule',
+        )
+        when.add_argument(
+            "--cron",
+            metavar="EXPR",
+            help='run at the times of a cron expression ("0 3 * * *"); replaces an every schedule',
+        )
+        sub.add_argument(
+            "--timezone", metavar="ZONE", help="the IANA zone of a --cron schedule (default UTC)"
+        )
+        sub.add_argument(
+            "--args",
+            dest="call_args",
+            metavar="JSON",
+            help="the job's positional arguments, a JSON array",
+        )
+        sub.add_argument(
+            "--kwargs",
+            dest="call_kwargs",
+            metavar="JSON",
+            help="the job's keyword arguments, a JSON object",
+        )
+        for key, flag in OPTION_FLAGS.items():
+            sub.add_argument(flag, dest=f"option_{key}", metavar="VALUE", help=option_help(key))
+        switch = sub.add_mutually_exclusive_group()
+        switch.add_argument(
+            "--enable",
+            dest="enabled",
+            action="store_const",
+            const=True,
+            default=None,
+            help="fire it (the default of a new schedule)",
+        )
+        switch.add_argument(
+            "--disable",
+            dest="enabled",
+            action="store_const",
+            const=False,
+            help="keep it, fire nothing",
+        )
+
+    def writer(sub: argparse.ArgumentParser, *, versioned: bool) -> None:
+        if versioned:
+            sub.add_argument(
+                "--version",
+                dest="expected_version",
+                type=_positive_int,
+                default=None,
+                metavar="N",
+                help="refuse (exit 2, nothing written) unless the schedule is at version N, "
+                "the one you read: another change since is named",
+            )
+        sub.add_argument(
+            "--changed-by",
+            metavar="WHO",
+            help="who the change log names (default: user@host)",
+        )
+
+    add = subcommand("add", cmd_schedule_add, "add a schedule")
+    add.add_argument("name", metavar="NAME")
+    fields(add, adding=True)
+    writer(add, versioned=False)
+    change = subcommand("set", cmd_schedule_set, "change a schedule's fields")
+    change.add_argument("name", metavar="NAME")
+    fields(change, adding=False)
+    change.add_argument(
+        "--unset",
+        action="append",
+        type=unset_key,
+        metavar="KEY",
+        help=f"take an option back to its default (repeat for more): {', '.join(UNSETTABLE)}",
+    )
+    writer(change, versioned=True)
+    remove = subcommand(
+        "rm", cmd_schedule_rm, "remove a schedule: it fires nothing more; its history stays"
+    )
+    remove.add_argument("name", metavar="NAME")
+    writer(remove, versioned=True)
+    subcommand(
+        "ls",
+        cmd_schedule_ls,
+        "list the schedules: job, schedule, version, who changed it, whether a live "
+        "replica offers its job and it loads",
+    )
+    show = subcommand("show", cmd_schedule_show, "show one schedule whole")
+    show.add_argument("name", metavar="NAME")
+    changes = subcommand(
+        "history", cmd_schedule_history, "show each change of a schedule (kept after rm)"
+    )
+    changes.add_argument("name", metavar="NAME")
 
 
 def _seconds(text: str) -> float:

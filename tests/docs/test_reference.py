@@ -17,12 +17,22 @@ from tests.docs.examples import ROOT
 REFERENCE = ROOT / "docs" / "reference"
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each command of ``parser`` by its words, a command's subcommands too
+    (``schedule add``)."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found[name] = sub
+                found.update({f"{name} {words}": s for words, s in _subcommands(sub).items()})
+    return found
+
+
 def test_every_command_and_option_is_on_the_cli_page() -> None:
     page = (REFERENCE / "cli.md").read_text(encoding="utf-8")
-    parser = build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     missing = []
-    for name, sub in commands.choices.items():
+    for name, sub in _subcommands(build_parser()).items():
         if f"### `cronlease {name}`" not in page:
             missing.append(name)
         for action in sub._actions:
@@ -53,13 +63,13 @@ def test_each_usage_block_is_the_parsers(monkeypatch: pytest.MonkeyPatch) -> Non
     added to the parser and not to the page fails here, not in a reader's shell."""
     monkeypatch.setenv("COLUMNS", "80")
     page = (REFERENCE / "cli.md").read_text(encoding="utf-8")
-    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    blocks = dict(re.findall(r"```text\n(usage: cronlease ([\w-]+) .*?)\n```", page, re.S))
+    commands = _subcommands(build_parser())
+    # the command's words: lowercase, where a positional's metavar is uppercase
+    usage = r"```text\n(usage: cronlease ([a-z][\w-]*(?: [a-z][\w-]*)*) .*?)\n```"
+    blocks = dict(re.findall(usage, page, re.S))
     shown = {verb: usage for usage, verb in blocks.items()}
-    assert set(shown) == set(commands.choices), "a command without its usage block"
+    assert set(shown) == set(commands), "a command without its usage block"
     stale = [
-        verb
-        for verb, sub in commands.choices.items()
-        if shown[verb] != sub.format_usage().rstrip("\n")
+        verb for verb, sub in commands.items() if shown[verb] != sub.format_usage().rstrip("\n")
     ]
     assert not stale, f"docs/reference/cli.md: usage of {stale} differs from the parser's"

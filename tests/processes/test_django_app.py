@@ -4,7 +4,8 @@ Two ``manage.py cronlease run`` processes run every tick once, at the ledger; a
 plain ``django.setup()`` script (and ``manage.py check``) writes nothing to the
 database; a settings mistake exits 2 naming the setting, the task and the key.
 ``manage.py cronlease`` lists, runs and hints at the commands that act on the
-settings; the admin index links the pages for whom Django's permission allows.
+settings (``schedule`` checks rows against the project's jobs and tasks); the
+admin index links the pages for whom Django's permission allows.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ DJANGO_COMMANDS = [
     "resume",
     "trigger",
     "forget",
+    "schedule",
     "init-db",
 ]
 
@@ -215,6 +217,64 @@ def test_manage_py_cronlease_steers_the_settings_tasks_on_the_settings_database(
     assert settings_only["code"] == 2  # the settings decide the database
     assert "unrecognized arguments: --database" in settings_only["err"]
     assert crontab["code"] == 2 and "for import-crontab, use cronlease" in crontab["err"]
+
+
+JOB = """
+from cronlease.contrib.django import scheduler
+
+
+def export(ctx, customer, limit=10):
+    # a job the project's code offers to schedules kept in the database
+    pass
+
+
+scheduler.register(export)
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_manage_py_cronlease_schedule_checks_rows_against_the_projects_code(
+    backend: str, tmp_path: Path, task_name: str
+) -> None:
+    """``manage.py cronlease schedule`` is the CLI's, on the settings' database: a row is
+    checked against the jobs the project's code registers and refused a name its tasks
+    use, with no replica running."""
+    url = django_url(backend, tmp_path)
+    write_project(tmp_path, url)
+    with (tmp_path / "ledgerapp" / "tasks.py").open("a") as tasks:
+        tasks.write(JOB)
+    env = project_env(tmp_path, url, task_name)
+    customer = '{"customer": "c"}'
+    fitting = ["--job", "export", "--every", "60", "--kwargs", customer]
+    name = f"s{task_name}"  # the databases are shared: a name of this test's own
+    steps = [
+        ["schedule", "add", name, "--job", "exprot", "--every", "1m"],
+        ["schedule", "add", name, "--job", "export", "--every", "1m"],
+        ["schedule", "add", task_name, "--job", "export", "--every", "1m", "--kwargs", customer],
+        ["schedule", "add", name, "--json", *fitting],
+        ["schedule", "set", name, "--every", "2m", "--version", "2"],
+        ["schedule", "show", name, "--json"],
+        ["schedule", "rm", name, "--version", "1"],
+        ["schedule", "history", name, "--json"],
+        ["schedule", "ls", "--database", url],
+    ]  # fmt: skip
+    ran = python(tmp_path, env, "-m", "tests.support.django_commands", *map(json.dumps, steps))
+    assert ran.returncode == 0, ran.stderr
+    unknown, unfit, taken, added, stale, shown, removed, history, settings_only = json.loads(
+        ran.stdout.splitlines()[-1]
+    )
+    assert unknown["code"] == 2 and "unknown job 'exprot'; known: export" in unknown["err"]
+    assert unfit["code"] == 2 and "missing a required argument: 'customer'" in unfit["err"]
+    assert taken["code"] == 2 and "a task declared in code here has that name" in taken["err"]
+    assert added["code"] == 0, added
+    assert json.loads(added["out"])["kwargs"] == {"customer": "c"}
+    assert stale["code"] == 2 and "is at version 1 (changed by " in stale["err"], stale
+    assert json.loads(shown["out"])["every"] == "60s"
+    assert removed["code"] == 0 and removed["out"].startswith(f"removed schedule {name!r}")
+    assert "manage.py cronlease schedule history" in removed["out"]  # hints as typed here
+    assert [c["action"] for c in json.loads(history["out"])] == ["add", "remove"]
+    assert settings_only["code"] == 2  # the settings decide the database
+    assert "unrecognized arguments: --database" in settings_only["err"]
 
 
 def test_a_plain_django_setup_and_manage_py_check_write_nothing(

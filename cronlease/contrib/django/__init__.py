@@ -12,7 +12,7 @@ installed app (discovered as ``admin.py`` modules are)::
 The database is ``DATABASES[CRONLEASE["DATABASE"]]`` (default ``"default"``),
 reached through cronlease's own pool. ``manage.py cronlease COMMAND`` runs the
 CLI's commands on it (run, check, status, history, pause, resume, trigger,
-forget, init-db). Nothing starts by itself unless
+forget, schedule, init-db). Nothing starts by itself unless
 ``CRONLEASE["AUTOSTART"] = True``, and then only in processes that serve requests.
 
 The modules, one job each: ``_settings`` checks ``settings.CRONLEASE``,
