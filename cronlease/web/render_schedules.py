@@ -80,10 +80,14 @@ def _row(schedule: StoredSchedule, base: str, now: datetime) -> str:
 def _jobs_line(jobs: Mapping[str, Sequence[str]]) -> str:
     if not jobs:
         return '<p class="meta" id="jobs">No job is known: no live replica offers one.</p>'
+
+    def offered(holders: Sequence[str]) -> str:
+        if not holders:
+            return " (no live replica offers it)"
+        return f" (offered by {len(holders)} live replica{'s' if len(holders) != 1 else ''})"
+
     listed = ", ".join(
-        f"<code>{e(name)}</code>"
-        + (f" (offered by {len(holders)} live replica{'s' if len(holders) != 1 else ''})")
-        for name, holders in jobs.items()
+        f"<code>{e(name)}</code>{offered(holders)}" for name, holders in jobs.items()
     )
     return f'<p class="meta" id="jobs">jobs: {listed}</p>'
 
