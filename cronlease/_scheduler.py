@@ -255,42 +255,59 @@ class Scheduler(TaskDeclarations):
             for task in self._tasks.values():
                 firing.add(task)
             self._firing = firing
+            self._dynamic = {}
+            # a replica that offers no job runs no row: it reads none (no statement, no
+            # thread), so replicas without jobs cost what they did before rows existed
+            self._poll = (
+                SchedulePoll(
+                    self.store,
+                    self.namespace,
+                    self.holder,
+                    self._jobs,
+                    lambda: list(self._by_name),
+                    self._apply_schedules,
+                    self.runner.outage,
+                    self.schedule_poll,
+                )
+                if len(self._jobs)
+                else None
+            )
+            # the rows first, before firing starts: the replica starts with its schedules
+            # (and their digest), and catch-up covers them (docs/design.md §5.37)
+            loaded = self.runner.schema_ready and self._poll_now()
             firing.start()
             self._attempts = AttemptPoll(self.runner, self._attempt_tasks, firing.submit)
             self._attempts.start()
-            self._dynamic = {}
-            self._poll = SchedulePoll(
-                self.store,
-                self.namespace,
-                self.holder,
-                self._jobs,
-                lambda: list(self._by_name),
-                self._apply_schedules,
-                self.runner.outage,
-                self.schedule_poll,
-            )
-            self._poll.start()
+            if self._poll is not None:
+                self._poll.start(first_after=self._poll.interval if loaded else 0.0)
             if self.runner.schema_ready:
                 self._start_catch_up()
             logger.info(
-                "cronlease replica %s started with %d task(s) on %s",
+                "cronlease replica %s started with %d task(s)%s on %s",
                 self.holder,
                 len(self._by_name),
+                f" and {len(self._dynamic)} schedule row(s)" if self._dynamic else "",
                 self.store.url,
             )
+
+    def _poll_now(self) -> bool:
+        """One poll of the schedule rows now; False when the database did not answer."""
+        if self._poll is None:
+            return True
+        try:
+            self._poll.poll()
+        except StoreError as exc:
+            logger.debug("schedule rows not read at start: %s", exc)
+            return False
+        return True
 
     def _apply_schedules(self, removed: Mapping[str, Task], added: Mapping[str, Task]) -> None:
         """The poll thread's change of the tasks made from schedule rows (§5.37)."""
         with self._lock:
-            dynamic = dict(self._dynamic)
-            for name, task in removed.items():
-                if self._firing is not None:
-                    self._firing.remove(task)
-                dynamic.pop(name, None)
-            for name, task in added.items():
-                if self._firing is not None:
-                    self._firing.add(task)
-                dynamic[name] = task
+            if self._firing is not None:
+                self._firing.change(removed.values(), added.values())
+            dynamic = {name: t for name, t in self._dynamic.items() if name not in removed}
+            dynamic.update(added)
             self._dynamic = dynamic
             if self._attempts is not None and any(t.wants_attempts for t in added.values()):
                 self._attempts.start()
@@ -336,8 +353,9 @@ class Scheduler(TaskDeclarations):
             if self._caught_up or self._firing is None:
                 return
             self._caught_up = True
+            tasks = {**self._tasks, **self._dynamic}  # the rows loaded by now
             self._catch_up = CatchUp(
-                self.runner, self.store, self._tasks, self.stats, self._firing.submit
+                self.runner, self.store, tasks, self.stats, self._firing.submit
             )
             self._catch_up.start()
 
@@ -417,7 +435,9 @@ class Scheduler(TaskDeclarations):
         on its pool, unless given the ``snapshot`` read for something else (the page)."""
         # cronlease's own tasks are not the user's to alert on: a stuck watcher overdue
         # after a fleet-wide restart is no reason to fail a probe (design §4.11)
-        tasks = [task for task in self._tasks.values() if not task.builtin]
+        # the rows' tasks too: their alert_after and grace are a code task's (§5.37)
+        declared = [*self._tasks.values(), *self._dynamic.values()]
+        tasks = [task for task in declared if not task.builtin]
         if snapshot is None:
             # the read first: the replica's state below is then as of its answer
             snapshot = health_snapshot(self.store, tasks)

@@ -52,6 +52,7 @@ from cronlease._lease.table_state import (
     uncreatable_sqlite_file,
 )
 from cronlease._run.housekeeping.builtin import BUILTIN_TASKS
+from cronlease._run.housekeeping.schedule_poll import DEFAULT_POLL_SECONDS
 from cronlease._run.stopping import ExitAfterStop
 from cronlease._scheduler import Scheduler
 from cronlease._shell_task import CommandTask
@@ -135,6 +136,7 @@ def config_scheduler(url: str, config: Config, **options: Any) -> Scheduler:
         pool_timeout=pool.pool_timeout,
         pool_idle_timeout=pool.pool_idle_timeout,
         connect_args=dict(config.connect_args) if config.connect_args else None,
+        schedule_poll=config.schedule_poll or DEFAULT_POLL_SECONDS,
         **options,
     )
 

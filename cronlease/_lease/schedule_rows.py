@@ -146,8 +146,10 @@ class ScheduleRowStore:
         return self._call("reading the latest schedule change", read)
 
     def rows(self, namespace: str) -> tuple[int, list[ScheduleRow]]:
-        """The latest seq and every schedule row of ``namespace``, sorted by name, read
-        in one transaction (the seq is then at least that of the rows read)."""
+        """The latest seq and every schedule row of ``namespace``, sorted by name. The seq
+        is read first: the rows read after it are at least as new (a change committed
+        between the two is read, and read again at the next poll: harmless), so a
+        replica that records it never skips a change."""
 
         def read(conn: Connection) -> tuple[int, list[ScheduleRow]]:
             with conn.begin():

@@ -77,6 +77,9 @@ class StoredSchedule:
     changed_at: datetime
     full_name: str
     invalid: str | None = None
+    #: the live replicas that offer its job (holder ids), as read with it: empty when
+    #: none does, so none runs it (a row returned by a write is not given them)
+    offered_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,14 @@ class ScheduleChange:
     changed_at: datetime
     changes: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     seq: int = 0
+
+
+class _Known(dict[str, "Callable[..., Any] | str"]):
+    """The known jobs (name -> callable or a replica's description), and who offers them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.offered_by: dict[str, list[str]] = {}
 
 
 def _when(epoch: float) -> datetime:
@@ -256,7 +267,8 @@ class Schedules:
         Setting ``every`` clears ``cron`` and ``timezone``; setting ``cron`` clears ``every``."""
         full = self._full(name)
         # read first to check outside the transaction; the write checks the version again
-        current = self.store.schedule_rows.row(full) if self._ready_tables() else None
+        self._tables()
+        current = self.store.schedule_rows.row(full)
         if current is None:
             raise UnknownScheduleError(f"no schedule named {name!r}")
         self._stale(name, current, expected_version)
@@ -313,10 +325,6 @@ class Schedules:
 
     # --- helpers --------------------------------------------------------------------
 
-    def _ready_tables(self) -> bool:
-        self._tables()
-        return True
-
     def _write(
         self, full: str, decide: Callable[[ScheduleRow | None], Written], changed_by: str | None
     ) -> ScheduleRow | None:
@@ -365,15 +373,13 @@ class Schedules:
                 merged["options"][key] = value
         return merged
 
-    def _known_jobs(self) -> dict[str, Callable[..., Any] | str]:
-        """Each known job: this writer's callable, else a live replica's description."""
-        known: dict[str, Callable[..., Any] | str] = {}
-        try:
-            offers = self.store.schedule_rows.offered(self.namespace or "")
-        except Exception:  # status of rows is still worth showing
-            offers = []
-        for offer in offers:
+    def _known_jobs(self) -> _Known:
+        """Each known job: this writer's callable, else a live replica's description; and
+        the live replicas that offer each."""
+        known = _Known()
+        for offer in self.store.schedule_rows.offered(self.namespace or ""):
             known.setdefault(offer.job, offer.description)
+            known.offered_by.setdefault(offer.job, []).append(offer.holder)
         for job in self._jobs.all():
             known[job.name] = job.func if job.func is not None else job.describe()
         return known
@@ -391,6 +397,7 @@ class Schedules:
 
     def _checked(self, name: str, full: str, given: Mapping[str, Any]) -> Decoded:
         """The values as stored, checked as a replica will load them; ScheduleError."""
+        self._tables()
         try:
             values = normalized(**given)
         except ConfigError as exc:
@@ -450,6 +457,9 @@ class Schedules:
             changed_at=_when(row.changed_at),
             full_name=row.name,
             invalid=invalid,
+            offered_by=tuple(known.offered_by.get(values.job, ()))
+            if isinstance(known, _Known)
+            else (),
         )
 
 

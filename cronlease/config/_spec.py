@@ -153,6 +153,9 @@ class Config:
     history_keep: int | None = None  # runs kept per task (docs/design.md §5.12)
     #: ``[scheduler] shutdown_grace``: what a shutdown takes at most (None: the default)
     shutdown_grace: float | None = None
+    #: ``[scheduler] schedule_poll``: seconds between two reads of the schedule rows
+    #: (None: the default, 5 s)
+    schedule_poll: float | None = None
     #: ``[scheduler] roles``: this replica's roles (``cronlease run --role`` wins)
     roles: tuple[str, ...] = ()
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)

@@ -53,7 +53,7 @@ TOP_LEVEL_KEYS = (
     "jobs",
 )
 #: keys of the ``[scheduler]`` table: settings of the replica, not of a task
-SCHEDULER_KEYS = ("shutdown_grace", "roles")
+SCHEDULER_KEYS = ("shutdown_grace", "roles", "schedule_poll")
 #: the keys of a task that are not options of the decorator: what to run (the decorated
 #: function is its own ``call``) and how a command is run; the rest is :data:`OPTIONS`
 CALL_KEYS = ("call",)
@@ -135,6 +135,7 @@ class Validator:
         if "history_keep" in data and (type(history_keep) is not int or history_keep < 1):
             raise self.error("must be a whole number of runs, at least 1", key="history_keep")
         shutdown_grace, roles = self.scheduler_settings(data.get("scheduler", {}))
+        schedule_poll = self.schedule_poll(data.get("scheduler", {}))
         tasks_table = data.get("tasks", {})
         if not isinstance(tasks_table, dict):
             raise self.error(
@@ -175,6 +176,7 @@ class Validator:
             holder=holder,
             history_keep=history_keep,
             shutdown_grace=shutdown_grace,
+            schedule_poll=schedule_poll,
             roles=roles,
             tasks=tasks,
             jobs=jobs,
@@ -285,6 +287,21 @@ class Validator:
             )
         except ConfigError as exc:
             raise self.celery_error(str(exc), "app") from None
+
+    def schedule_poll(self, table: dict[str, Any]) -> float | None:
+        """``[scheduler] schedule_poll``: how often the replica reads the schedule rows."""
+        if "schedule_poll" not in table:
+            return None
+        value = table["schedule_poll"]
+        try:
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ConfigError(f'must be a duration such as 5 or "5s", not {type_name(value)}')
+            seconds = parse_duration(value, what="schedule_poll").total_seconds()
+        except ConfigError as exc:
+            raise self.error(str(exc), key="schedule_poll") from None
+        if not 0.05 <= seconds <= 3600:
+            raise self.error("must be from 0.05 s to 1 hour", key="schedule_poll")
+        return seconds
 
     def scheduler_settings(self, table: object) -> tuple[float | None, tuple[str, ...]]:
         """The ``[scheduler]`` table: ``shutdown_grace`` (None: the default) and ``roles``."""

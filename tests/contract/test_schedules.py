@@ -12,8 +12,10 @@ import pytest
 import sqlalchemy as sa
 
 from cronlease import (
+    LeaseStore,
     RunContext,
     ScheduleError,
+    Scheduler,
     Schedules,
     StaleScheduleError,
     UnknownJobError,
@@ -21,6 +23,8 @@ from cronlease import (
     UnknownTaskError,
 )
 from cronlease._lease.schema import schedule_changes, schedules
+from tests.contract.test_start_stop import last_ran_hours_ago
+from tests.support.procs import wait_for
 
 
 def export(ctx: RunContext, customer: str, limit: int = 10) -> None:
@@ -172,6 +176,7 @@ def test_a_row_corrupted_by_hand_is_reported_invalid_not_a_crash(model: Schedule
     shown = {s.name: s for s in model.list()}
     assert shown["good"].invalid is None
     assert "JSON" in (shown["broken"].invalid or "")
+    assert shown["good"].offered_by == ()  # no live replica: status can say none runs it
     assert "vanished" in (shown["gone"].invalid or "")
     assert "JSON" in (model.get("broken").invalid or "")
     # an update repairs it: what it gives replaces what cannot be read
@@ -185,16 +190,12 @@ def test_the_jobs_live_replicas_offer_check_a_writer_without_the_code(
 ) -> None:
     """A replica publishes its jobs' signatures; a writer given no registry checks rows
     against them, and lists them when a job is unknown."""
-    from cronlease import Scheduler
-
     replica = Scheduler(db_url, namespace=task_name, schedule_poll=0.1)
     replica.register(export)
     replica.start()
     writer = Schedules(db_url, namespace=task_name)
     try:
         deadline_jobs = writer.jobs
-        from tests.support.procs import wait_for
-
         wait_for(lambda: "export" in deadline_jobs(), 10, "the replica's jobs")
         assert deadline_jobs()["export"] == [replica.holder]
         with pytest.raises(ScheduleError, match="missing a required argument: 'customer'"):
@@ -202,8 +203,58 @@ def test_the_jobs_live_replicas_offer_check_a_writer_without_the_code(
         with pytest.raises(UnknownJobError, match="known: export"):
             writer.add("x", job="exprot", every="1m", kwargs={"customer": "c"})
         writer.add("x", job="export", every="1m", kwargs={"customer": "c"})
+        assert writer.get("x").offered_by == (replica.holder,)
     finally:
         replica.shutdown()
         assert writer.jobs() == {}  # withdrawn at a clean shutdown
         writer.close()
         replica.store.dispose()
+
+
+def test_a_replica_starts_with_its_rows_and_catches_them_up(
+    db_url: str, task_name: str, store: LeaseStore
+) -> None:
+    """Rows are loaded before firing starts: ``start()`` returns with them declared, and a
+    row whose last tick was missed while every replica was down is caught up like a code
+    task (policy ``latest``)."""
+    writer = Schedules(store=store, namespace=task_name, jobs={"purge": purge})
+    writer.add("hourly", job="purge", every="1h", args=[1])
+    writer.add("idle", job="purge", every="1h", args=[1], catchup="skip")
+    for name in ("hourly", "idle"):
+        last_ran_hours_ago(store, f"{task_name}:{name}", 2)
+    ran: list[int] = []
+    replica = Scheduler(db_url, namespace=task_name, history_retention=None)
+    replica.register(lambda days: ran.append(days), name="purge")
+    replica.start()
+    try:
+        assert replica.get_task("hourly").full_name == f"{task_name}:hourly"
+        wait_for(lambda: ran, 10, "the caught-up tick")
+        runs = store.history(f"{task_name}:hourly")
+        assert [run.outcome for run in runs] == ["succeeded", "succeeded"], runs
+    finally:
+        replica.shutdown()
+        replica.store.dispose()
+    assert ran == [1]  # the "skip" row was not caught up
+    assert len(store.history(f"{task_name}:idle")) == 1
+
+
+def test_the_model_and_the_poll_work_through_pgbouncer(bouncer_url: str, task_name: str) -> None:
+    """Every write is one explicit transaction and every read stands alone: nothing is
+    left on a server connection between transactions (PgBouncer's transaction pooling)."""
+    replica = Scheduler(bouncer_url, namespace=task_name, schedule_poll=0.1)
+    ran: list[int] = []
+    replica.register(lambda days: ran.append(days), name="purge")
+    replica.start()
+    model = Schedules(bouncer_url, namespace=task_name)
+    try:
+        wait_for(lambda: "purge" in model.jobs(), 10, "the replica's jobs")
+        model.add("p", job="purge", every="1s", args=[3])
+        model.update("p", expected_version=1, args=[4])
+        with pytest.raises(StaleScheduleError):
+            model.update("p", expected_version=1, args=[5])
+        wait_for(lambda: 4 in ran, 10, "a run of version 2")
+        assert [c.version for c in model.history("p")] == [1, 2]
+    finally:
+        replica.shutdown()
+        replica.store.dispose()
+        model.close()

@@ -88,14 +88,12 @@ class SchedulePoll:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
 
-    @property
-    def tasks(self) -> dict[str, Task]:
-        """The tasks made from rows that run here, by full name."""
-        return {name: loaded.task for name, loaded in self._loaded.items() if loaded.task}
-
-    def start(self) -> None:
+    def start(self, first_after: float = 0.0) -> None:
+        """Poll on a thread of its own, the first time ``first_after`` seconds from now."""
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="cronlease-schedules", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, args=(first_after,), name="cronlease-schedules", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> threading.Thread | None:
@@ -103,8 +101,7 @@ class SchedulePoll:
         self._stopping.set()
         return self._thread
 
-    def _loop(self) -> None:
-        wait = 0.0
+    def _loop(self, wait: float) -> None:
         while not self._stopping.wait(wait):
             wait = self.interval
             try:
@@ -127,13 +124,16 @@ class SchedulePoll:
         """One poll, now: whether the rows changed (and were applied)."""
         with self._lock:
             rows_store = self._store.schedule_rows
-            if not self._offered:
+            self._polls += 1
+            full = self._polls % FULL_READ_EVERY == 0
+            # again at each full read: a replica that wrote its job rows just before its
+            # first member row may have had them deleted as a dead holder's by another
+            if not self._offered or full:
                 rows_store.offer(self._holder, self._namespace, self._jobs.descriptions())
                 self._offered = True
             with self._outage.waiting("reading the latest schedule change"):
                 seq = rows_store.latest_seq(self._namespace)
-            self._polls += 1
-            if seq == self._seen_seq and self._polls % FULL_READ_EVERY:
+            if seq == self._seen_seq and not full:
                 return False
             seq, rows = rows_store.rows(self._namespace)
             self._follow(rows)

@@ -66,6 +66,8 @@ def get_scheduler() -> Scheduler:
             scheduler = config_scheduler(config.database, config, roles=config.roles)
             for spec in config.tasks.values():
                 spec.add_to(scheduler)
+            for job in config.jobs.values():  # what schedule rows may run (§5.37)
+                job.add_to(scheduler)
             _built = found, scheduler
         return _built[1]
 
