@@ -55,11 +55,19 @@ def arguments_text(schedule: StoredSchedule) -> str:
 
 
 def state_cell(schedule: StoredSchedule) -> str:
+    """The model's word on whether replicas run it: ``invalid`` (why), no live replica
+    offering its job (none runs it), or ok and by how many."""
     if schedule.invalid:
-        return (
-            f'<span class="s-failing">invalid</span> <span class="sub">{e(schedule.invalid)}</span>'
-        )
-    return '<span class="s-idle">ok</span>'
+        why = e(schedule.invalid)
+        return f'<span class="s-failing">invalid</span> <span class="sub">{why}</span>'
+    if not schedule.offered_by:
+        why = e(f"no live replica offers job {schedule.job!r}: none runs it")
+        return f'<span class="s-paused">not offered</span> <span class="sub">{why}</span>'
+    count = len(schedule.offered_by)
+    holders = e(", ".join(schedule.offered_by))
+    replicas = f"{count} live replica{'s' if count != 1 else ''}"
+    offered = f'<span class="sub" title="{holders}">offered by {replicas}</span>'
+    return f'<span class="s-idle">ok</span> {offered}'
 
 
 def _row(schedule: StoredSchedule, base: str, now: datetime) -> str:

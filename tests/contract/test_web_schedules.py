@@ -79,6 +79,9 @@ def test_a_schedule_added_edited_refused_disabled_and_removed(
         stored = scheduler.schedules.get(name)
         assert (stored.version, stored.every, stored.changed_by) == (1, "1h", "alice@example.com")
         assert dict(stored.kwargs) == {"customer": "acme"} and stored.enabled
+        # no replica runs here: the model says none offers its job, and the list says so
+        listed = client.get("/schedules").text
+        assert f'id="schedule-{name}"' in listed and "not offered" in listed
 
         edit = {"name": name, "job": "export", "every": "2h", "enabled": "y"}
         changed = page.post("set", version="1", kwargs='{"customer": "acme", "fmt": "xml"}', **edit)
