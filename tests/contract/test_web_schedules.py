@@ -131,9 +131,9 @@ def test_a_write_without_the_hooks_permission_or_from_elsewhere_is_refused(
     asked: list[ActionRequest] = []
     verdict: dict[str, Any] = {"allow": False}
 
-    def authorize(request: ActionRequest) -> bool:
+    def authorize(request: ActionRequest) -> Any:
         asked.append(request)
-        return bool(verdict["allow"])
+        return verdict["allow"]
 
     name = f"{task_name}-export"
     app = wsgi_app(scheduler, actions=True, authorize=authorize)
@@ -153,6 +153,9 @@ def test_a_write_without_the_hooks_permission_or_from_elsewhere_is_refused(
         assert page.post("add", **{**fields, "csrf": ""}).status_code == 403
         assert page.post("drop", **fields).status_code == 400
         assert len(asked) == 1  # none of these reached the hook
+        for answer in (1, " ", None):  # True or a name allows; nothing else does
+            verdict["allow"] = answer
+            assert page.post("add", **fields).status_code == 403, answer
         assert scheduler.schedules.list() == []
         verdict["allow"] = True  # True allows: the page and the client are recorded
         assert page.post("add", **fields).status_code == 303
