@@ -119,6 +119,10 @@ class StatusPage:
     pause/resume buttons, each a POST refused unless ``authorize`` (required,
     called with an :class:`~cronlease.web.actions.ActionRequest`) returns True.
     Actions need a scheduler source: they call its ``run_now``/``pause``/``resume``.
+    With actions, ``/schedules`` lists, adds, edits, enables/disables and removes the
+    schedules kept in the database through :class:`cronlease.Schedules`
+    (:mod:`cronlease.web.schedules`); ``authorize`` may answer a user's name instead of
+    True, recorded as the change's ``changed_by``.
     ``trusted_origins`` (``"https://ops.example.com"``) are origins accepted besides
     the request's own, for a proxy that rewrites ``Host``.
     """
