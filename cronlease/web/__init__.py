@@ -26,11 +26,13 @@ Read-only by default: no forms, any method but GET and HEAD gets ``405``. With
 each task has run-now and pause/resume buttons, each a POST with a CSRF token
 (``actions``); the page it redirects to says once what was done or refused
 ("backup: run started", "backup: pause refused: not authorized": ``notice``), and
-shows a run that run-now started. Narrower than a laptop screen, each task is a
-card instead of a table row, its buttons on its first line. The page never
-creates tables or shows the database password (the URL is redacted and the
-password is scrubbed from error text), and every value shown is escaped. The
-apps use the standard library only.
+shows a run that run-now started. With actions, ``/schedules`` edits the schedules
+kept in the database (``cronlease.Schedules``) behind the same gates. Narrower
+than a laptop screen, each task is a card instead of a table row, its buttons on
+its first line. The status pages never create tables (the schedules' model does
+on first use, as any writer of schedules) nor show the database password (the
+URL is redacted and the password is scrubbed from error text), and every value
+shown is escaped. The apps use the standard library only.
 """
 
 from __future__ import annotations

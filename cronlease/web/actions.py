@@ -51,6 +51,7 @@ __all__ = [
     "ACTIONS",
     "CSRF_COOKIE",
     "HOST_CSRF_COOKIE",
+    "SCHEDULE_ACTIONS",
     "ActionRequest",
     "Authorize",
     "Refused",
@@ -61,9 +62,17 @@ __all__ = [
 logger = logging.getLogger("cronlease")
 
 ACTIONS = ("run", "pause", "resume")
+#: the schedules page's writes (cronlease/web/schedules.py), through ``cronlease.Schedules``
+SCHEDULE_ACTIONS = (
+    "schedule-add",
+    "schedule-set",
+    "schedule-enable",
+    "schedule-disable",
+    "schedule-remove",
+)
 CSRF_COOKIE = "cronlease_csrf"
 HOST_CSRF_COOKIE = "__Host-cronlease_csrf"  # over HTTPS: see the module's docstring
-MAX_FORM = 4096  # bytes: the three fields are far shorter
+MAX_FORM = 16384  # bytes: a schedule's form (its JSON arguments) included
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 
 
@@ -72,9 +81,11 @@ class ActionRequest:
     """What the ``authorize`` hook is asked about: an action on a task, and the request.
 
     ``task`` is the task's stored name (namespace included, NFC), as resolved
-    from the form: the task the action is done on. ``headers`` have lower-case
-    names; ``raw`` is the WSGI environ or the ASGI scope as the server gave it
-    (the application's own session or user lives there).
+    from the form: the task the action is done on; for a schedule action
+    (``schedule-add``, ``-set``, ``-enable``, ``-disable``, ``-remove``) the
+    schedule's stored name. ``headers`` have lower-case names; ``raw`` is the WSGI
+    environ or the ASGI scope as the server gave it (the application's own session
+    or user lives there).
     """
 
     action: str
@@ -86,11 +97,14 @@ class ActionRequest:
     raw: Mapping[str, Any]
 
     def __post_init__(self) -> None:
-        if self.action not in ACTIONS:
-            raise ValueError(f"action must be one of {ACTIONS}, got {self.action!r}")
+        if self.action not in (*ACTIONS, *SCHEDULE_ACTIONS):
+            raise ValueError(
+                f"action must be one of {(*ACTIONS, *SCHEDULE_ACTIONS)}, got {self.action!r}"
+            )
 
 
-Authorize = Callable[[ActionRequest], bool]
+#: True, or who asked (a non-empty string: the schedules' audit records it), allows
+Authorize = Callable[[ActionRequest], "bool | str"]
 
 
 class Refused(Exception):
@@ -175,6 +189,57 @@ def _same_origin(
     return origin == own or origin in trusted
 
 
+def check_form(
+    *,
+    form: bytes,
+    content_type: str,
+    headers: Mapping[str, str],
+    secure: bool,
+    trusted: frozenset[tuple[str, str, int]],
+    actions: tuple[str, ...] = ACTIONS,
+) -> dict[str, str]:
+    """The fields of a POSTed form (each one's first value) once the page's own gates
+    passed: its size, type, a known ``do``, same-origin, the CSRF token; raises
+    :class:`Refused` (plain text: no page of ours asked for it)."""
+    if len(form) > MAX_FORM:
+        raise Refused(413, "the form is too large")
+    if content_type.split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
+        raise Refused(415, "an action is posted as a form (application/x-www-form-urlencoded)")
+    fields = {
+        key: values[0]
+        for key, values in parse_qs(form.decode("utf-8", "replace"), keep_blank_values=True).items()
+    }
+    action = fields.get("do", "")
+    if action not in actions:
+        raise Refused(400, f"unknown action {action!r}: {', '.join(actions[:-1])} or {actions[-1]}")
+    if not _same_origin(headers, secure, trusted):
+        raise Refused(403, "refused: a cross-site request")
+    token = fields.get("csrf", "")
+    cookie = csrf_cookie(headers, secure)
+    # (the shape first: compare_digest raises TypeError on a non-ASCII str)
+    if cookie is None or not _TOKEN.fullmatch(token):
+        raise Refused(403, "refused: missing or wrong CSRF token (reload the page)")
+    if not hmac.compare_digest(token.encode(), cookie.encode()):
+        raise Refused(403, "refused: missing or wrong CSRF token (reload the page)")
+    return fields
+
+
+def ask(authorize: Authorize, asked: ActionRequest) -> str | None:
+    """The hook's answer: None refuses; else who asked (the string the hook returned, or
+    ``""`` for True). Anything but True or a non-empty string refuses, and so does an
+    exception in the hook: it never lets an action through."""
+    try:
+        answer = authorize(asked)
+    except Exception:
+        logger.exception("status page: the authorize hook raised; the action is refused")
+        return None
+    if answer is True:
+        return ""
+    if isinstance(answer, str) and answer.strip():
+        return answer.strip()
+    return None
+
+
 def check(
     *,
     form: bytes,
@@ -191,29 +256,12 @@ def check(
     ``resolve`` turns the posted task name into the stored one (404 if none);
     the hook is asked about that one, never about the posted text.
     """
-    if len(form) > MAX_FORM:
-        raise Refused(413, "the form is too large")
-    if content_type.split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
-        raise Refused(415, "an action is posted as a form (application/x-www-form-urlencoded)")
-    fields = parse_qs(form.decode("utf-8", "replace"), keep_blank_values=True)
-    task, action, token = (fields.get(key, [""])[0] for key in ("task", "do", "csrf"))
-    if action not in ACTIONS:
-        raise Refused(400, f"unknown action {action!r}: run, pause or resume")
-    if not _same_origin(headers, secure, trusted):
-        raise Refused(403, "refused: a cross-site request")
-    cookie = csrf_cookie(headers, secure)
-    # (the shape first: compare_digest raises TypeError on a non-ASCII str)
-    if cookie is None or not _TOKEN.fullmatch(token):
-        raise Refused(403, "refused: missing or wrong CSRF token (reload the page)")
-    if not hmac.compare_digest(token.encode(), cookie.encode()):
-        raise Refused(403, "refused: missing or wrong CSRF token (reload the page)")
-    asked = request(action, resolve(task))
-    try:
-        allowed = authorize(asked) is True
-    except Exception:  # an error in the hook refuses: it never lets an action through
-        logger.exception("status page: the authorize hook raised; the action is refused")
-        allowed = False
-    if not allowed:
+    fields = check_form(
+        form=form, content_type=content_type, headers=headers, secure=secure, trusted=trusted
+    )
+    action = fields["do"]
+    asked = request(action, resolve(fields.get("task", "")))
+    if ask(authorize, asked) is None:
         raise Refused(403, "refused: not authorized", Notice(action, "forbidden", asked.task))
     return asked
 

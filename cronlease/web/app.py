@@ -4,7 +4,9 @@ Routes (relative to the mount point): ``/`` the overview (HTML from
 :mod:`cronlease.web.render`), ``/status.json`` its data (from
 :mod:`cronlease.web.collect`), ``/task?name=...`` one task's page
 (:mod:`cronlease.web.render_task`) and, only when the application enabled
-actions, ``POST /action`` (:mod:`cronlease.web.actions`). Reading pages answer
+actions, ``POST /action`` (:mod:`cronlease.web.actions`) and the schedules kept
+in the database: ``/schedules`` (the list, ``POST``: a write),
+``/schedule?name=...`` (:mod:`cronlease.web.schedules`). Reading pages answer
 GET and HEAD; anything else gets ``405``.
 """
 
@@ -21,16 +23,20 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import parse_qs, quote
 
+from cronlease._schedules.model import Schedules, StoredSchedule
 from cronlease._service import reader_store
-from cronlease._status import DeclaredTask, in_namespace
+from cronlease._status import DeclaredTask, Scrubber, in_namespace
 from cronlease._timing.schedule import Schedule
+from cronlease.errors import StoreError, UnknownScheduleError
 from cronlease.store import LeaseStore
 from cronlease.web import adapters
 from cronlease.web.actions import (
+    SCHEDULE_ACTIONS,
     ActionRequest,
     Authorize,
     Refused,
     check,
+    check_form,
     csrf_cookie,
     new_token,
     origin_of,
@@ -42,8 +48,10 @@ from cronlease.web.adapters import ASGIReceive, ASGIScope, ASGISend, StartRespon
 from cronlease.web.collect import collect_status, collect_task
 from cronlease.web.notice import Notice, clear_notice, has_notice, notice_of, set_notice
 from cronlease.web.render import DEFAULT_REFRESH, render_html
+from cronlease.web.render_schedules import render_schedule, render_schedules, schedule_url
 from cronlease.web.render_task import render_task
 from cronlease.web.responses import REASONS, Response, content, plain, security
+from cronlease.web.schedules import SchedulesForm, write
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -53,6 +61,9 @@ if TYPE_CHECKING:
 JSON_PATH = "/status.json"
 TASK_PATH = "/task"
 ACTION_PATH = "/action"
+#: the schedules kept in the database (actions enabled only): the list, and one
+SCHEDULES_PATH = "/schedules"
+SCHEDULE_PATH = "/schedule"
 DEFAULT_RUNS = 5
 #: runs a task's page lists
 DEFAULT_HISTORY = 50
@@ -108,6 +119,10 @@ class StatusPage:
     pause/resume buttons, each a POST refused unless ``authorize`` (required,
     called with an :class:`~cronlease.web.actions.ActionRequest`) returns True.
     Actions need a scheduler source: they call its ``run_now``/``pause``/``resume``.
+    With actions, ``/schedules`` lists, adds, edits, enables/disables and removes the
+    schedules kept in the database through :class:`cronlease.Schedules`
+    (:mod:`cronlease.web.schedules`); ``authorize`` may answer a user's name instead of
+    True, recorded as the change's ``changed_by``.
     ``trusted_origins`` (``"https://ops.example.com"``) are origins accepted besides
     the request's own, for a proxy that rewrites ``Host``.
     """
@@ -179,6 +194,7 @@ class StatusPage:
         self.title = title
         self.authorize = authorize
         self._headers = security(actions)
+        self._schedules: Schedules | None = None
 
     @property
     def actions(self) -> bool:
@@ -187,6 +203,21 @@ class StatusPage:
     @property
     def store(self) -> LeaseStore:
         return self.scheduler.store if self.scheduler is not None else self._store
+
+    @property
+    def schedules(self) -> Schedules:
+        """The schedules model the page reads and writes through (actions only): the
+        scheduler's namespace, jobs and code tasks, on the page's own pool."""
+        assert self.scheduler is not None
+        if self._schedules is None:
+            scheduler = self.scheduler
+            self._schedules = Schedules(
+                store=self.reader,
+                namespace=scheduler.namespace,
+                jobs=scheduler.jobs,
+                code_tasks=lambda: list(scheduler.tasks),
+            )
+        return self._schedules
 
     def declared(self) -> dict[str, Schedule] | None:
         """Full task name -> schedule, or None when only lease rows are known."""
@@ -256,6 +287,10 @@ class StatusPage:
                 return ActionRequest(action, task, method, path, headers, client, raw or {})
 
             return self._act(body, headers, secure, asked, base)
+        if path in (SCHEDULES_PATH, SCHEDULE_PATH) and self.actions:
+            return self._schedules_page(
+                method, path, query, base, headers, body, client, secure, raw or {}
+            )
         if path not in ("", "/", JSON_PATH, TASK_PATH):
             return plain(404, "Not Found", actions=self.actions)
         if method not in ("GET", "HEAD"):
@@ -301,6 +336,7 @@ class StatusPage:
             data = self.collect()
             page = render_html(
                 data,
+                schedules_url=f"{base}{SCHEDULES_PATH}" if self.actions else None,
                 json_url=json_url,
                 refresh=refresh,
                 title=self.title,
@@ -355,6 +391,146 @@ class StatusPage:
         location = f"{base}{TASK_PATH}?name={quote(notice.task, safe='')}"
         code, answer, text = plain(303, f"{notice.task}: {notice.words()}", actions=True)
         return code, [*answer, ("Location", location), set_notice(notice, base, secure)], text
+
+    def _schedules_page(
+        self,
+        method: str,
+        path: str,
+        query: str,
+        base: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        client: str | None,
+        secure: bool,
+        raw: Mapping[str, Any],
+    ) -> Response:
+        """The schedules' pages and their writes (:mod:`cronlease.web.schedules`)."""
+        assert self.authorize is not None
+        if method == "POST" and path == SCHEDULES_PATH:
+            if body is None:
+                return plain(411, "Length Required: a form has a length", actions=True)
+            try:
+                fields = check_form(
+                    form=body,
+                    content_type=headers.get("content-type", ""),
+                    headers=headers,
+                    secure=secure,
+                    trusted=self.trusted_origins,
+                    actions=SCHEDULE_ACTIONS,
+                )
+            except Refused as refused:  # not the page's own form: said in plain text
+                return plain(refused.code, str(refused), actions=True)
+
+            def asked(action: str, name: str) -> ActionRequest:
+                return ActionRequest(action, name, method, path, headers, client, raw)
+
+            outcome = write(
+                self.schedules, fields, authorize=self.authorize, request=asked, client=client
+            )
+            if outcome.notice is not None:  # done: Post/Redirect/Get, the notice said there
+                self.forget_snapshots()
+                where = outcome.page
+                location = schedule_url(base, where) if where else f"{base}{SCHEDULES_PATH}"
+                said = f"{outcome.notice.task}: {outcome.notice.words()}"
+                code, answer, text = plain(303, said, actions=True)
+                flash = set_notice(outcome.notice, base, secure)
+                return code, [*answer, ("Location", location), flash], text
+            token = csrf_cookie(headers, secure)
+            assert token is not None  # (check_form checked it)
+            stale = bool(outcome.extra.get("stale"))
+            shown, html = self._schedules_html(
+                outcome.page, base, token, None, outcome.error, outcome.form, stale
+            )
+            if shown == 404:  # no such schedule, nor its history: the list says so
+                _, html = self._schedules_html(None, base, token, None, outcome.error, None, False)
+            return content("GET", outcome.code, html, "text/html; charset=utf-8", self._headers)
+        if method not in ("GET", "HEAD"):
+            allow = "GET, HEAD, POST" if path == SCHEDULES_PATH else "GET, HEAD"
+            return plain(405, "Method Not Allowed", allow=allow, actions=True)
+        extra: list[tuple[str, str]] = []
+        token = csrf_cookie(headers, secure)
+        if token is None:
+            token = new_token()
+            extra.append(set_cookie(token, base, secure))
+        notice = None
+        if has_notice(headers, secure) and method == "GET":
+            notice = notice_of(headers, secure)
+            extra.append(clear_notice(base, secure))
+        name = parse_qs(query).get("name", [""])[0] if path == SCHEDULE_PATH else None
+        if name == "":
+            return plain(404, "Not Found: /schedule?name=NAME", actions=True)
+        code, html = self._schedules_html(name, base, token, notice, "", None, False)
+        if code == 404:
+            code, answer, text = plain(404, f"Not Found: no schedule {name!r}", actions=True)
+            return code, [*answer, *extra], text
+        html_type = "text/html; charset=utf-8"
+        return content(method, code, html, html_type, [*self._headers, *extra])
+
+    def _schedules_html(
+        self,
+        name: str | None,
+        base: str,
+        token: str,
+        notice: Notice | None,
+        error: str,
+        form: SchedulesForm | None,
+        stale: bool,
+    ) -> tuple[int, bytes]:
+        """The list (``name`` None) or one schedule's page, read now through the model;
+        ``form`` (a refused POST's) fills the form, unless ``stale``: then the schedule
+        as it now is does."""
+        schedules = self.schedules
+        common: dict[str, Any] = {
+            "title": self.title,
+            "base": base,
+            "csrf": token,
+            "database": self.store.url,
+            "namespace": self.namespace,
+            "notice": notice,
+        }
+        code = 200
+        try:
+            jobs = schedules.jobs()
+        except StoreError as exc:
+            jobs, code = {}, 503
+            error = error or f"database unavailable: {Scrubber.of(self.store)(str(exc))}"
+        if name is None:
+            listed: list[StoredSchedule] | None = None
+            if code == 200:
+                try:
+                    listed = schedules.list()
+                except StoreError as exc:
+                    code = 503
+                    error = error or f"database unavailable: {Scrubber.of(self.store)(str(exc))}"
+            blank = SchedulesForm.of({"enabled": "yes"})
+            page = render_schedules(listed, jobs, form or blank, error=error, **common)
+            return code, page.encode()
+        schedule: StoredSchedule | None = None
+        history: list[Any] = []
+        if code == 200:
+            try:
+                try:
+                    schedule = schedules.get(name)
+                except UnknownScheduleError:
+                    schedule = None
+                history = schedules.history(name)
+            except StoreError as exc:
+                code = 503
+                error = error or f"database unavailable: {Scrubber.of(self.store)(str(exc))}"
+            if code == 200 and schedule is None and not history:
+                return 404, b""
+        if schedule is not None and (form is None or stale):
+            form = SchedulesForm.shown(schedule)
+        page = render_schedule(
+            schedule,
+            history,
+            jobs,
+            form or SchedulesForm.of({"name": name}),
+            name=name,
+            error=error,
+            **common,
+        )
+        return code, page.encode()
 
     def wsgi(self, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
         """The page as a WSGI application."""

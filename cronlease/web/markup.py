@@ -77,6 +77,8 @@ code{font-size:.95em}
 dl.facts{display:grid;grid-template-columns:repeat(3,max-content minmax(12em,max-content));
 gap:2px 12px;margin:.4em 0}.runs td{white-space:nowrap}.runs td:last-child{white-space:normal}
 dl.facts dt{color:#555}dl.facts dd{margin:0}
+dl.facts.form{grid-template-columns:max-content minmax(0,1fr)}
+dl.form input,dl.form textarea{font:12px/1.3 ui-monospace,monospace;max-width:100%}
 .scroll{overflow-x:auto}
 """
 

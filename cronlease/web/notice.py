@@ -34,15 +34,31 @@ NOTICE_COOKIE = "cronlease_notice"
 HOST_NOTICE_COOKIE = "__Host-cronlease_notice"
 #: seconds the notice waits for the page read after the redirect
 NOTICE_AGE = 60
-_CODE = re.compile(r"(run|pause|resume)\.([a-z_-]{1,24})")
+_CODE = re.compile(
+    r"(run|pause|resume|schedule-(?:add|set|enable|disable|remove))\.([a-z_-]{1,24})"
+)
 
-_VERBS = {"run": "run now", "pause": "pause", "resume": "resume"}
+_VERBS = {
+    "run": "run now",
+    "pause": "pause",
+    "resume": "resume",
+    "schedule-add": "add",
+    "schedule-set": "change",
+    "schedule-enable": "enable",
+    "schedule-disable": "disable",
+    "schedule-remove": "remove",
+}
 #: result -> (good?, words); an action's own results first, then refusals
 _WORDS: dict[str, tuple[bool, str]] = {
     "paused": (True, "paused"),
     "resumed": (True, "resumed"),
     "started": (True, "run started"),
     "pending": (True, "run asked for: not started yet"),
+    "added": (True, "schedule added"),
+    "changed": (True, "schedule changed"),
+    "enabled": (True, "schedule enabled"),
+    "disabled": (True, "schedule disabled"),
+    "removed": (True, "schedule removed"),
     "not-run": (False, "not run: it is paused, or a run of it is already in progress"),
     "forbidden": (False, "{verb} refused: not authorized"),
     "unavailable": (False, "{verb} not done: database unavailable"),

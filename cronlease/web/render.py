@@ -171,12 +171,21 @@ def notice_line(notice: Notice | None, status: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def header(status: Mapping[str, Any], title: str, json_url: str, home: str | None) -> list[str]:
+def header(
+    status: Mapping[str, Any],
+    title: str,
+    json_url: str,
+    home: str | None,
+    schedules_url: str | None = None,
+) -> list[str]:
     """The title, this replica, and what is wrong with it or the database (one line each:
     the top of the page is for the tasks). A task's page (``home``) shows no health: its
-    data is that task's alone."""
+    data is that task's alone. ``schedules_url``: a link to the schedules kept in the
+    database (actions enabled)."""
     link = f'<a href="{e(home)}">{e(title)}</a>' if home else e(title)
     meta = [f"generated {e(status['generated_at'])}", f'<a href="{e(json_url)}">JSON</a>']
+    if schedules_url is not None:
+        meta.append(f'<a href="{e(schedules_url)}" id="schedules-link">schedules</a>')
     replica = status.get("replica")
     if replica:
         in_progress = ", ".join(replica["runs_in_progress"]) or "none"
@@ -230,13 +239,14 @@ def render_html(
     base: str = "",
     csrf: str | None = None,
     notice: Notice | None = None,
+    schedules_url: str | None = None,
 ) -> str:
     """The overview for data from :func:`collect_status`; ``csrf`` (actions enabled) adds
-    the action buttons, ``notice`` says what the action just posted did. Every value
-    is escaped."""
+    the action buttons, ``notice`` says what the action just posted did,
+    ``schedules_url`` links the schedules page. Every value is escaped."""
     title = title or str(status.get("title") or "cronlease")
     now = parse_time(status["generated_at"])
-    body = header(status, title, json_url, None) + notice_line(notice, status)
+    body = header(status, title, json_url, None, schedules_url) + notice_line(notice, status)
     tasks = status["tasks"]
     if tasks:
         body.append(banner(tasks, base))

@@ -22,8 +22,10 @@ REASONS = {
     404: "Not Found",
     405: "Method Not Allowed",
     411: "Length Required",
+    409: "Conflict",
     413: "Content Too Large",
     415: "Unsupported Media Type",
+    422: "Unprocessable Content",
     503: "Service Unavailable",
 }
 

@@ -248,3 +248,50 @@ def test_every_action_fits_and_run_now_says_so_and_shows_the_run(
     finally:
         release.set()
     wait_for(lambda: not fleet.running_tasks, 10, "the slow run's end")
+
+
+def test_a_schedule_added_and_edited_through_the_pages_forms(
+    browser: Any, db_url: str, task_name: str
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    def export(customer: str, fmt: str = "csv") -> None: ...
+
+    scheduler = Scheduler(db_url)
+    scheduler.register(export)
+    scheduler.runner.ensure_schema()
+    name = f"{task_name}-export"
+
+    def fill(values: dict[str, str]) -> None:
+        for key, value in values.items():
+            box = browser.find_element(By.ID, f"f-{key}")
+            box.clear()
+            box.send_keys(value)
+
+    try:
+        with page_server(scheduler, actions=True, authorize=lambda request: "carol") as base:
+            browser.get(f"{base}/")
+            browser.find_element(By.ID, "schedules-link").click()
+            wait_for(lambda: browser.find_elements(By.ID, "schedule-add-form"), 15, "the list")
+            Select(browser.find_element(By.ID, "f-job")).select_by_value("export")
+            fill({"name": name, "every": "1h", "kwargs": '{"customer": "acme"}'})
+            browser.find_element(By.ID, "schedule-add").click()
+            wait_for(lambda: browser.find_elements(By.ID, "schedule-set-form"), 15, "its page")
+            assert browser.find_element(By.ID, "notice").text == f"{name}: schedule added"
+            fill({"every": "", "cron": "0 3 * * *", "timezone": "Europe/Berlin"})
+            browser.find_element(By.ID, "schedule-set").click()
+            wait_for(lambda: scheduler.schedules.get(name).version == 2, 15, "the edit written")
+            wait_for(lambda: browser.find_elements(By.ID, "notice"), 15, "the notice")
+            stored = scheduler.schedules.get(name)
+            assert (stored.every, stored.cron, stored.changed_by) == (None, "0 3 * * *", "carol")
+            # a refusal keeps the page and says why, in the form
+            fill({"kwargs": '{"colour": "red"}'})
+            browser.find_element(By.ID, "schedule-set").click()
+            wait_for(lambda: browser.find_elements(By.ID, "form-error"), 15, "the refusal")
+            assert "colour" in browser.find_element(By.ID, "form-error").text
+            assert scheduler.schedules.get(name).version == 2
+            history = browser.find_element(By.ID, "changes").text
+            assert "carol" in history and "0 3 * * *" in history
+    finally:
+        scheduler.runner.close()

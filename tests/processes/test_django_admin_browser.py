@@ -1,7 +1,8 @@
 """The example Django project's admin in a real browser (headless Chromium, as
 tests/contract/test_web_browser.py drives it): served by ``manage.py runserver`` as a
-new user starts it, the admin is styled (its stylesheet loaded and applied), and its
-index links cronlease's tasks, whose page is styled too."""
+new user starts it, the admin is styled (its stylesheet loaded and applied), its
+index links cronlease's tasks, whose page is styled too, and a schedule kept in the
+database is added and changed through the admin's forms."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def test_the_example_admin_is_styled_and_links_cronlease(
     tmp_path: Path,
 ) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CRONLEASE_", "DJANGO_"))}
     env.update(
@@ -85,6 +87,27 @@ def test_the_example_admin_is_styled_and_links_cronlease(
         wait_for(lambda: browser.find_elements(By.ID, "cronlease"), timeout=30)
         names = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#cronlease td a")]
         assert "clear_expired_sessions" in names and "nightly-report" in names, names
+        assert styled(), browser.page_source
+
+        # a schedule added, then changed, through the forms (the job from the list)
+        browser.get(f"{base}/admin/cronlease/schedule/add/")
+        Select(browser.find_element(By.ID, "id_job")).select_by_value("export_report")
+        browser.find_element(By.ID, "id_name").send_keys("export-acme")
+        browser.find_element(By.ID, "id_every").send_keys("1h")
+        browser.find_element(By.ID, "id_kwargs").send_keys('{"customer": "acme"}')
+        browser.find_element(By.NAME, "_save").click()
+        wait_for(lambda: browser.current_url.endswith("/export-acme/change/"), timeout=30)
+        every = browser.find_element(By.ID, "id_every")
+        every.clear()
+        every.send_keys("2h")
+        browser.find_element(By.NAME, "_save").click()
+
+        def history() -> str:
+            found = browser.find_elements(By.ID, "schedule-history")
+            return str(found[0].text) if found else ""
+
+        wait_for(lambda: '"1h" → "2h"' in history(), timeout=30, message="the change listed")
+        assert "admin" in history() and "add" in history(), history()
         assert styled(), browser.page_source
     finally:
         server.send_signal(signal.SIGINT)

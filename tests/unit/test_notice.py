@@ -25,3 +25,12 @@ def test_over_http_the_notice_is_the_mount_points() -> None:
     notice = notice_of({"cookie": value.split(";")[0]}, secure=False)
     assert notice is not None and notice.task == "b a" and not notice.good
     assert notice.words() == "run finished: failed"
+
+
+def test_a_schedules_notice_names_its_write_and_no_other() -> None:
+    value = set_notice(Notice("schedule-set", "changed", "ns:export"), "", secure=False)[1]
+    notice = notice_of({"cookie": value.split(";")[0]}, secure=False)
+    assert notice == Notice("schedule-set", "changed", "ns:export") and notice.good
+    assert notice.words() == "schedule changed"
+    for planted in ("schedule-drop.removed.x", "schedule-add.ended-failed.x"):
+        assert notice_of({"cookie": f"cronlease_notice={planted}"}, secure=False) is None

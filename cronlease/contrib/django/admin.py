@@ -1,9 +1,12 @@
-"""The admin's entry for cronlease: "cronlease: Tasks" on the admin index, whose pages
-are the read-only status pages (views.py), at ``admin/cronlease/taskstatus/``.
+"""The admin's entries for cronlease: "cronlease: Tasks" on the admin index, whose pages
+are the read-only status pages (views.py), at ``admin/cronlease/taskstatus/``, and
+"cronlease: Schedules", the schedules kept in the database (schedules.py), at
+``admin/cronlease/schedule/``.
 
 Discovered by ``django.contrib.admin`` as any app's ``admin.py`` is; nothing to add to
-the URLconf. Who sees it is Django's permission: ``cronlease.view_taskstatus``
-(models.py), on top of the admin's staff login.
+the URLconf. Who sees them is Django's permissions: ``cronlease.view_taskstatus``,
+and ``cronlease.view_schedule``, ``add_schedule``, ``change_schedule``,
+``delete_schedule`` (models.py), on top of the admin's staff login.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import path
 from django.views.decorators.http import require_safe
 
-from cronlease.contrib.django.models import TaskStatus
+from cronlease.contrib.django.models import Schedule, TaskStatus
+from cronlease.contrib.django.schedules import SchedulePages
 from cronlease.contrib.django.views import Pages
 
-__all__ = ["TaskStatusAdmin"]
+__all__ = ["ScheduleAdmin", "TaskStatusAdmin"]
 
 
 @admin.register(TaskStatus)
@@ -52,3 +56,30 @@ class TaskStatusAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    """The schedules' list, add, change (with its history), delete and history pages,
+    each asking Django's permission of its kind; nothing goes through the ORM."""
+
+    def get_urls(self) -> list[Any]:
+        opts = self.opts
+        prefix = f"{opts.app_label}_{opts.model_name}"
+        kinds = {
+            "view": self.has_view_permission,
+            "add": self.has_add_permission,
+            "change": self.has_change_permission,
+            "delete": self.has_delete_permission,
+        }
+        pages = SchedulePages(self.admin_site, lambda request, kind: kinds[kind](request))
+        wrap = self.admin_site.admin_view
+        return [
+            path("", wrap(require_safe(pages.changelist)), name=f"{prefix}_changelist"),
+            path("add/", wrap(pages.add), name=f"{prefix}_add"),
+            path(
+                "<path:name>/history/", wrap(require_safe(pages.history)), name=f"{prefix}_history"
+            ),
+            path("<path:name>/delete/", wrap(pages.delete), name=f"{prefix}_delete"),
+            path("<path:name>/change/", wrap(pages.change), name=f"{prefix}_change"),
+        ]
