@@ -82,6 +82,7 @@ def test_an_idle_fleet_renews_rarely_and_a_pair_killed_while_idle_is_replaced_on
     ]
     by_holder: dict[str, Proc] = {}
     renewals: dict[str, set[float]] = defaultdict(set)
+    survivor: Proc | None = None
 
     def watch() -> dict[str, tuple[float, float]]:
         rows = _rows(db_url, by_holder)
@@ -121,8 +122,8 @@ def test_an_idle_fleet_renews_rarely_and_a_pair_killed_while_idle_is_replaced_on
         assert theirs >= 1
         for holder in victims:
             by_holder[holder].kill()
-        (survivor,) = set(by_holder) - victims
-        survivor_pid = by_holder[survivor].popen.pid
+        (kept,) = set(by_holder) - victims
+        survivor = by_holder[kept]
 
         def ran() -> list[tuple[str, int, int]]:
             return [row for row in ledger.rows_like(db_url, f"{task_name}-") if row[1] == slot]
@@ -133,14 +134,14 @@ def test_an_idle_fleet_renews_rarely_and_a_pair_killed_while_idle_is_replaced_on
             lambda: f"every tick of the instant: ran {sorted(t for t, _, _ in ran())}",
         )
     finally:
-        code = by_holder[survivor].terminate() if "survivor" in locals() else None
+        code = survivor.terminate() if survivor is not None else None
         for replica in replicas:
             replica.kill()
         _forget(db_url, by_holder)
-    assert code == 0, by_holder[survivor].stderr()[-2000:]
+    assert survivor is not None and code == 0, survivor and survivor.stderr()[-2000:]
     runs = [(task, pid) for task, _, pid in ran() if "#" not in task]
     assert Counter(task for task, _ in runs) == Counter(names)  # each once
-    assert {pid for _, pid in runs} == {survivor_pid}
+    assert {pid for _, pid in runs} == {survivor.popen.pid}
     lateness = {
         task: slot_ms
         for task, slot_ms, _ in ledger.rows_like(db_url, f"{task_name}-")
