@@ -211,6 +211,9 @@ def test_an_idle_replica_plans_its_renewal_just_before_its_next_due_instant() ->
     assert renewal_wait(now, now + 0.5) == RENEW_SECONDS  # ticks every second
     assert renewal_wait(now, now - 3) == RENEW_SECONDS  # late already
     assert renewal_wait(now, now + APPROACH_SECONDS + RENEW_SECONDS) == RENEW_SECONDS
+    assert renewal_wait(now, now + APPROACH_SECONDS) == RENEW_SECONDS  # the approach
+    # just before the approach: its start, never a promise past it
+    assert renewal_wait(now, now + APPROACH_SECONDS + 0.5) == 0.5
     assert renewal_wait(now, now + 50) == 50 - APPROACH_SECONDS
     assert renewal_wait(now, now + 3600) == MAX_IDLE_SECONDS
     # the row lives PAST_PROMISE past the promise: at the normal pace, as it always did

@@ -97,13 +97,18 @@ MAX_IDLE_SECONDS = 60.0
 
 
 def renewal_wait(now: float, due: float | None) -> float:
-    """Seconds until the next renewal, planned at ``now`` (epoch seconds): one period,
-    or, while nothing of this replica's is due for longer (``due``: its schedules'
-    earliest next fire time, None if unknown), until :data:`APPROACH_SECONDS` before
-    ``due``, at most :data:`MAX_IDLE_SECONDS`."""
+    """Seconds until the next renewal, planned at ``now`` (epoch seconds), from ``due``
+    (this replica's schedules' earliest next fire time; None if unknown): until the
+    approach, :data:`APPROACH_SECONDS` before ``due`` (at most
+    :data:`MAX_IDLE_SECONDS`), and one period within it. A renewal before the
+    approach never promises a later one than its start, even if that is sooner than a
+    period: a member that dies before the approach is seen overdue before ``due``."""
     if due is None or not math.isfinite(due):
         return RENEW_SECONDS
-    return min(MAX_IDLE_SECONDS, max(RENEW_SECONDS, due - APPROACH_SECONDS - now))
+    until_approach = due - APPROACH_SECONDS - now
+    if until_approach <= 0:
+        return RENEW_SECONDS
+    return min(MAX_IDLE_SECONDS, until_approach)
 
 
 def task_key(task: Task) -> int:
