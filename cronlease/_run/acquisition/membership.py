@@ -10,10 +10,10 @@ renewing and its row expires.
 Each row is a promise: "I renew again by ``expires_at`` - :data:`PAST_PROMISE`"
 (database clock). A replica with ticks coming renews every
 :data:`RENEW_SECONDS` (its row lives :data:`EXPIRE_SECONDS`, three renewals);
-an idle one — nothing of its own due before :data:`APPROACH_SECONDS` plus a
-renewal from now — promises its next renewal :data:`APPROACH_SECONDS` before
-its next due instant (:func:`renewal_wait`), sleeps until then, and renews at
-the normal pace from there on. Its cohort declares the same schedules, so
+an idle one — nothing of its own due within :data:`APPROACH_SECONDS` —
+promises its next renewal :data:`APPROACH_SECONDS` before its next due
+instant (:func:`renewal_wait`), sleeps until then, and renews at the normal
+pace from there on. Its cohort declares the same schedules, so
 every member of it comes back at the same instants, and a member that died
 while idle has missed its promise by the time the survivors read the fleet
 just before the instant: its ticks are not left to a dead replica.
@@ -23,12 +23,14 @@ who runs it is decided by the lease row alone. So every doubt makes the
 replica try more, never less:
 
 - no view yet, or none read for :data:`EXPIRE_SECONDS` (the table cannot be
-  written, the database is away): :meth:`Membership.view` is None and every
-  tick is tried at once, as every replica did before membership existed;
+  written, the database is away, the replica is idle between instants):
+  :meth:`Membership.view` is None and every tick is tried at once, as every
+  replica did before membership existed;
 - the view is *unsettled* — its cohort changed within the last
-  :data:`EXPIRE_SECONDS`, or a member has not renewed for
-  :data:`OVERDUE_SECONDS` (it may have died) — and then every replica checks
-  every tick after a short delay, not only the tick's backup.
+  :data:`EXPIRE_SECONDS`, or a member missed the renewal it promised by a
+  period (at the normal pace: not renewed for :data:`OVERDUE_SECONDS`; it may
+  have died) — and then every replica checks every tick after a short delay,
+  not only the tick's backup.
 
 A replica's *cohort* is the live members whose ``task_set`` (a digest of the
 declared tasks' names and schedules) equals its own: replicas rank ticks only
