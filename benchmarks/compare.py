@@ -6,7 +6,8 @@ versions (fewer iterations, a smaller and shorter fleet, a shorter idle run);
 ratios of times are then indicative only, counts (duplicates, misses,
 transactions, round trips) must match exactly.
 
-    python benchmarks/compare.py [--quick] [--only acquire,batch,roundtrips,fleet,idle] [--record]
+    python benchmarks/compare.py [--quick] [--record]
+        [--only acquire,batch,roundtrips,fleet,idle,idle_fleet]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ FULL = {
     "roundtrips": ["roundtrips.py"],
     "fleet": ["fleet.py"],
     "idle": ["idle.py"],
+    "idle_fleet": ["idle_fleet.py"],
 }
 QUICK = {
     "acquire": ["acquire.py", "--iterations", "500", "--runs", "2"],
@@ -36,6 +38,7 @@ QUICK = {
     "roundtrips": ["roundtrips.py"],
     "fleet": ["fleet.py", "--replicas", "8", "--tasks", "500", "--duration", "30"],
     "idle": ["idle.py", "--duration", "65"],
+    "idle_fleet": ["idle_fleet.py", "--replicas", "8", "--minutes", "1"],
 }
 
 

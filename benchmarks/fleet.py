@@ -180,7 +180,7 @@ def cluster_cpu(postmaster: int) -> float:
 class Cluster:
     """The benchmark's own PostgreSQL cluster, and what it measures."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
         sys.path.insert(0, str(ROOT))
         from tests.support import pgcluster
 
@@ -189,7 +189,7 @@ class Cluster:
             raise SystemExit(f"cannot make a PostgreSQL cluster here: {problem}")
         self._clusters = pgcluster.Clusters()
         self.port = pgcluster.free_port()
-        self.data = self._clusters.primary(self.port, CLUSTER_CONF)
+        self.data = self._clusters.primary(self.port, settings or CLUSTER_CONF)
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
         self._engine = create_engine(self.url, isolation_level="AUTOCOMMIT", pool_size=1)
 

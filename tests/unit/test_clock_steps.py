@@ -7,6 +7,7 @@ import logging
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.triggers.interval import IntervalTrigger
 
 from cronlease._run.timer.clock_steps import STEP_THRESHOLD, WAKE_INTERVAL, StepWatch
@@ -92,5 +93,27 @@ def test_the_timer_wakes_at_least_every_second_however_far_the_next_job() -> Non
     try:
         # the main loop may be in a pass too: the wait returned is this call's own
         assert scheduler._process_jobs() == WAKE_INTERVAL
+    finally:
+        scheduler.shutdown(wait=False)
+
+
+def test_the_next_due_instant_is_the_tasks_jobs_not_the_upkeep_jobs() -> None:
+    """The member row's renewal plan (docs/design.md §4.4) reads jobstore "default" only:
+    an upkeep job in "local" due sooner is not an instant of the replica's tasks."""
+    scheduler = BatchingScheduler(
+        timezone=timezone.utc,
+        jobstores={"default": MemoryJobStore(), "local": MemoryJobStore()},
+    )
+    scheduler.start(paused=True)
+    try:
+        assert scheduler.next_due() is None  # no task: nothing due
+        soon = datetime.now(timezone.utc) + timedelta(seconds=5)
+        later = soon + timedelta(seconds=50)
+        scheduler.add_job(noop, IntervalTrigger(seconds=300), id="upkeep", jobstore="local",
+                          next_run_time=soon)  # fmt: skip
+        scheduler.add_job(noop, IntervalTrigger(seconds=60), id="tasks", next_run_time=later)
+        assert scheduler.next_due() == pytest.approx(later.timestamp())
+        scheduler.pause_job("tasks")  # a paused job fires nothing
+        assert scheduler.next_due() is None
     finally:
         scheduler.shutdown(wait=False)

@@ -17,10 +17,15 @@ import pytest
 from cronlease._lease.membership import Member, Members
 from cronlease._lease.store import LeaseStore
 from cronlease._run.acquisition.membership import (
+    APPROACH_SECONDS,
     EXPIRE_SECONDS,
+    MAX_IDLE_SECONDS,
     OVERDUE_SECONDS,
+    PAST_PROMISE,
+    RENEW_SECONDS,
     FleetView,
     Membership,
+    renewal_wait,
     task_set_digest,
 )
 from cronlease._run.acquisition.rendezvous import BACKUP, OTHER, PREFERRED, Ranking
@@ -174,6 +179,59 @@ def test_the_view_is_the_cohort_of_the_same_tasks_and_settles(
     assert membership.view() is not None
     clock[0] += EXPIRE_SECONDS + 0.1
     assert membership.view() is None
+
+
+def test_an_idle_member_is_judged_by_the_renewal_it_promised(
+    runner: TickRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = task_set_digest(_tasks(3))
+    membership = Membership(runner.store, "replica-a", runner.outage)
+    db_now = 1_796_000_000.0
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+
+    def idle(renewed_ago: float, promised_in: float) -> Members:
+        b = Member("replica-b", "", mine, db_now - 100, db_now - renewed_ago,
+                   db_now + promised_in + PAST_PROMISE)  # fmt: skip
+        return Members((_member("replica-a", mine, 0.0, db_now), b), db_now)
+
+    membership._read(idle(30.0, 20.0), mine)
+    clock[0] += EXPIRE_SECONDS
+    # renewed 30 s ago, its next renewal promised in 20 s: settled
+    assert membership._read(idle(30.0, 20.0), mine).settled
+    # its promise fell due a moment ago: not yet overdue (a renewal may be late)
+    assert membership._read(idle(50.0, -RENEW_SECONDS + 0.1), mine).settled
+    # missed by a whole period: it may have died
+    assert not membership._read(idle(50.0, -RENEW_SECONDS - 0.1), mine).settled
+
+
+def test_an_idle_replica_plans_its_renewal_just_before_its_next_due_instant() -> None:
+    now = 1_796_000_000.0
+    assert renewal_wait(now, None) == RENEW_SECONDS  # not known: the normal pace
+    assert renewal_wait(now, now + 0.5) == RENEW_SECONDS  # ticks every second
+    assert renewal_wait(now, now - 3) == RENEW_SECONDS  # late already
+    assert renewal_wait(now, now + APPROACH_SECONDS + RENEW_SECONDS) == RENEW_SECONDS
+    assert renewal_wait(now, now + APPROACH_SECONDS) == RENEW_SECONDS  # the approach
+    # just before the approach: its start, never a promise past it
+    assert renewal_wait(now, now + APPROACH_SECONDS + 0.5) == 0.5
+    assert renewal_wait(now, now + 50) == 50 - APPROACH_SECONDS
+    assert renewal_wait(now, now + 3600) == MAX_IDLE_SECONDS
+    # the row lives PAST_PROMISE past the promise: at the normal pace, as it always did
+    assert RENEW_SECONDS + PAST_PROMISE == EXPIRE_SECONDS
+    assert PAST_PROMISE - RENEW_SECONDS == EXPIRE_SECONDS - OVERDUE_SECONDS
+
+
+def test_a_sooner_due_instant_brings_the_renewal_forward_never_back(
+    runner: TickRunner,
+) -> None:
+    membership = Membership(runner.store, "replica-a", runner.outage)
+    membership._next_at = time.monotonic() + 40
+    membership.due(time.time() + 100)  # later: the promise stands
+    assert membership._next_at == pytest.approx(time.monotonic() + 40, abs=0.5)
+    assert not membership._wake.is_set()
+    membership.due(time.time() + 20)  # a task added: sooner, and the thread woken
+    assert membership._next_at == pytest.approx(time.monotonic() + 20 - APPROACH_SECONDS, abs=0.5)
+    assert membership._wake.is_set()
 
 
 def test_a_replica_not_yet_in_the_rows_still_ranks_itself(runner: TickRunner) -> None:

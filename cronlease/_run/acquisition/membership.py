@@ -1,24 +1,36 @@
 """This replica's membership row, and its view of the fleet (docs/design.md §4.4).
 
 One thread, one role: the member thread upserts this replica's row in
-``cronlease_members`` every :data:`RENEW_SECONDS` on the store's pool,
-each row living :data:`EXPIRE_SECONDS` (three renewals) on the database
-clock, and reads every live row back in the same round trip. From that read
-it builds an immutable :class:`FleetView` that the acquirer reads without a
-lock. A clean shutdown deletes the row (:meth:`Membership.stop`); a replica
-that dies stops renewing and its row expires.
+``cronlease_members`` on the store's pool and reads every live row back in
+the same round trip. From that read it builds an immutable
+:class:`FleetView` that the acquirer reads without a lock. A clean shutdown
+deletes the row (:meth:`Membership.stop`); a replica that dies stops
+renewing and its row expires.
+
+Each row is a promise: "I renew again by ``expires_at`` - :data:`PAST_PROMISE`"
+(database clock). A replica with ticks coming renews every
+:data:`RENEW_SECONDS` (its row lives :data:`EXPIRE_SECONDS`, three renewals);
+an idle one — nothing of its own due within :data:`APPROACH_SECONDS` —
+promises its next renewal :data:`APPROACH_SECONDS` before its next due
+instant (:func:`renewal_wait`), sleeps until then, and renews at the normal
+pace from there on. Its cohort declares the same schedules, so
+every member of it comes back at the same instants, and a member that died
+while idle has missed its promise by the time the survivors read the fleet
+just before the instant: its ticks are not left to a dead replica.
 
 The view is an optimisation of who tries a tick first (:mod:`._run.acquisition.rendezvous`);
 who runs it is decided by the lease row alone. So every doubt makes the
 replica try more, never less:
 
 - no view yet, or none read for :data:`EXPIRE_SECONDS` (the table cannot be
-  written, the database is away): :meth:`Membership.view` is None and every
-  tick is tried at once, as every replica did before membership existed;
+  written, the database is away, the replica is idle between instants):
+  :meth:`Membership.view` is None and every tick is tried at once, as every
+  replica did before membership existed;
 - the view is *unsettled* — its cohort changed within the last
-  :data:`EXPIRE_SECONDS`, or a member has not renewed for
-  :data:`OVERDUE_SECONDS` (it may have died) — and then every replica checks
-  every tick after a short delay, not only the tick's backup.
+  :data:`EXPIRE_SECONDS`, or a member missed the renewal it promised by a
+  period (at the normal pace: not renewed for :data:`OVERDUE_SECONDS`; it may
+  have died) — and then every replica checks every tick after a short delay,
+  not only the tick's backup.
 
 A replica's *cohort* is the live members whose ``task_set`` (a digest of the
 declared tasks' names and schedules) equals its own: replicas rank ticks only
@@ -33,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -47,28 +60,57 @@ from cronlease._task import Task
 from cronlease.errors import StoreError
 
 __all__ = [
+    "APPROACH_SECONDS",
     "EXPIRE_SECONDS",
+    "MAX_IDLE_SECONDS",
     "OVERDUE_SECONDS",
+    "PAST_PROMISE",
     "RENEW_SECONDS",
     "FleetView",
     "Membership",
     "digest_text",
+    "renewal_wait",
     "task_key",
     "task_set_digest",
 ]
 
 logger = logging.getLogger("cronlease")
 
-#: how often a replica renews its member row (and reads the others')
+#: how often a replica with ticks coming renews its member row (and reads the others')
 RENEW_SECONDS = 2.0
-#: how long a member row lives after a renewal: three renewals, so one slow or
-#: failed renewal does not make a live replica look gone
+#: how long a member row lives after a renewal at that pace: three renewals, so one
+#: slow or failed renewal does not make a live replica look gone
 EXPIRE_SECONDS = 3 * RENEW_SECONDS
-#: a member whose row was not renewed for this long (it missed a renewal by a whole
-#: period) may have died: until its row expires (or it renews again), every replica
-#: checks every tick. Not less: on a loaded host a renewal a second late made 64
-#: replicas check every tick most of the time.
+#: a member whose row was not renewed for this long at that pace (it missed a renewal
+#: by a whole period) may have died: until its row expires (or it renews again), every
+#: replica checks every tick. Not less: on a loaded host a renewal a second late made
+#: 64 replicas check every tick most of the time.
 OVERDUE_SECONDS = 2 * RENEW_SECONDS
+#: a row lives this long past the renewal it promises (``expires_at`` minus the
+#: promised instant): two periods, as at the normal pace; overdue after one of them
+PAST_PROMISE = EXPIRE_SECONDS - RENEW_SECONDS
+#: an idle replica comes back this long before its next due instant, then renews at
+#: the normal pace: a cohort member that died while idle missed the promise of its
+#: last row by the survivors' read before the instant by two seconds and more
+#: (design §4.4)
+APPROACH_SECONDS = EXPIRE_SECONDS
+#: the longest an idle replica goes without renewing (nothing due for longer)
+MAX_IDLE_SECONDS = 60.0
+
+
+def renewal_wait(now: float, due: float | None) -> float:
+    """Seconds until the next renewal, planned at ``now`` (epoch seconds), from ``due``
+    (this replica's schedules' earliest next fire time; None if unknown): until the
+    approach, :data:`APPROACH_SECONDS` before ``due`` (at most
+    :data:`MAX_IDLE_SECONDS`), and one period within it. A renewal before the
+    approach never promises a later one than its start, even if that is sooner than a
+    period: a member that dies before the approach is seen overdue before ``due``."""
+    if due is None or not math.isfinite(due):
+        return RENEW_SECONDS
+    until_approach = due - APPROACH_SECONDS - now
+    if until_approach <= 0:
+        return RENEW_SECONDS
+    return min(MAX_IDLE_SECONDS, until_approach)
 
 
 def task_key(task: Task) -> int:
@@ -158,6 +200,13 @@ class Membership:
         self._task_set: Callable[[], str] = lambda: ""
         self._namespace = ""
         self._failing = False
+        # this replica's schedules' earliest next fire time (epoch seconds), from the
+        # firing layer after each of its passes (None: not known yet)
+        self._due: float | None = None
+        # when the next renewal is planned (monotonic), and what wakes the thread
+        # early: a stop, or a due instant that moved the plan earlier
+        self._next_at = 0.0
+        self._wake = threading.Event()
 
     def view(self) -> FleetView | None:
         """The latest view, or None when there is none that is recent (race every tick)."""
@@ -176,37 +225,57 @@ class Membership:
         self._task_set = task_set
         self._namespace = namespace or ""
         self._stopping = threading.Event()
-        first = RENEW_SECONDS
+        self._wake = threading.Event()
+        self._next_at = time.monotonic()
         if renew_now:
             try:
                 self.renew()
             except StoreError as exc:
                 logger.debug("fleet membership not renewed at start: %s", exc)
-                first = 0.0
-        self._thread = threading.Thread(
-            target=self._loop, args=(first,), name="cronlease-member", daemon=True
-        )
+                self._next_at = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="cronlease-member", daemon=True)
         self._thread.start()
 
     def stop(self) -> threading.Thread | None:
         """Stop renewing and delete this replica's row (on the member thread, which ends
         then); returns the thread, for the shutdown to join within its deadline."""
         self._stopping.set()
+        self._wake.set()
         self._view = None
         return self._thread
 
+    def due(self, at: float | None) -> None:
+        """This replica's schedules' earliest next fire time is ``at`` (epoch seconds;
+        None: no schedule). A renewal is brought forward if the plan it gives is
+        earlier than the one made (a task added, a clock step); never put back: the
+        row promised it."""
+        self._due = at
+        if at is None:
+            return
+        sooner = time.monotonic() + renewal_wait(time.time(), at)
+        if sooner < self._next_at - 0.1:
+            self._next_at = sooner
+            self._wake.set()
+
     def renew(self) -> FleetView | None:
         """One renewal and read, now (the member thread's step; tests call it too)."""
+        # planned before the statement: the row promises the next renewal then
+        due = self._due
+        wait = renewal_wait(time.time(), due)
         beat = MemberBeat(
             holder=self._holder,
             task_set=self._task_set() or "-",
-            ttl=EXPIRE_SECONDS,
+            ttl=wait + PAST_PROMISE,
             namespace=self._namespace,
             roles=encode(self._roles),
         )
+        planned = time.monotonic() + wait
         with self._outage.waiting("renewing this replica's fleet membership"):
             members = self._store.fleet.renew([beat])
         self._outage.answered()
+        self._next_at = planned
+        if self._due != due:  # it moved during the statement: maybe sooner
+            self.due(self._due)
         self._view = self._read(members, beat.task_set)
         return self._view
 
@@ -216,8 +285,12 @@ class Membership:
         holders = tuple(sorted({m.holder for m in cohort} | {self._holder}))
         if holders != self._previous:
             self._previous, self._changed_at = holders, now
+        # judged against each member's own promise (its row's expiry less PAST_PROMISE):
+        # a member idle until its next due instant is not overdue for renewing rarely;
+        # one that missed its promised renewal by a whole period may have died. At the
+        # normal pace this is "not renewed for OVERDUE_SECONDS".
         overdue = any(
-            m.renewed_at < members.db_now - OVERDUE_SECONDS
+            m.expires_at - PAST_PROMISE + RENEW_SECONDS < members.db_now
             for m in cohort
             if m.holder != self._holder
         )
@@ -226,10 +299,16 @@ class Membership:
         roles[self._holder] = frozenset(self._roles)
         return FleetView(Ranking(self._holder, holders), settled, holders, now, roles)
 
-    def _loop(self, wait: float) -> None:
-        stopping = self._stopping
-        while not stopping.wait(wait):
-            wait = RENEW_SECONDS
+    def _loop(self) -> None:
+        stopping, wake = self._stopping, self._wake
+        while not stopping.is_set():
+            wait = self._next_at - time.monotonic()
+            if wait > 0:
+                wake.wait(wait)
+                wake.clear()
+                continue  # the plan may have moved (due()), or a stop came
+            # a failed renewal is tried again a period later, as before
+            self._next_at = time.monotonic() + RENEW_SECONDS
             try:
                 self.renew()
             except StoreError as exc:

@@ -36,6 +36,7 @@ from typing import Any
 from apscheduler.executors.base import BaseExecutor
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import STATE_PAUSED
 from apscheduler.triggers.interval import IntervalTrigger
@@ -146,6 +147,10 @@ class BatchingScheduler(BackgroundScheduler):  # type: ignore[misc]
 
     #: jobs to run at once after a step (the clock check: measure the new skew now)
     run_after_step: tuple[str, ...] = ()
+    #: told after each pass the earliest next run time (epoch seconds; None: no job) of
+    #: the jobs of jobstore ``"default"`` (the tasks' schedules: upkeep jobs live in
+    #: another), for the member row's renewal plan (docs/design.md §4.4)
+    on_due: Callable[[float | None], None] | None = None
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -163,8 +168,19 @@ class BatchingScheduler(BackgroundScheduler):  # type: ignore[misc]
             for executor in list(self._executors.values()):
                 if isinstance(executor, LeaseExecutor):
                     executor.after_pass()
+        if self.on_due is not None:
+            self.on_due(self.next_due())
         # None: no job at all (or paused), nothing to watch for until one is added
         return None if wait_seconds is None else min(wait_seconds, WAKE_INTERVAL)
+
+    def next_due(self) -> float | None:
+        """The earliest next run time of jobstore ``"default"``'s jobs, epoch seconds
+        (None: none, or every one paused). Under APScheduler's jobstore lock: a job
+        being moved is never read missing."""
+        with self._jobstores_lock:
+            store = self._jobstores.get("default")
+            due = store.get_next_run_time() if store is not None else None
+        return None if due is None else float(due.timestamp())
 
     def _reanchor(self, step: float) -> None:
         """Move the jobs to the new wall-clock time after a step of ``step`` seconds.
@@ -232,6 +248,9 @@ class Firing:
         quiet_apscheduler()
         self.apscheduler = BatchingScheduler(
             timezone=timezone.utc,
+            # the tasks' schedules alone in "default": its earliest next run time is the
+            # replica's next due instant (BatchingScheduler.next_due)
+            jobstores={"default": MemoryJobStore(), "local": MemoryJobStore()},
             executors={
                 "default": self._executor,
                 # replica-local upkeep: every replica measures its own clock
@@ -251,6 +270,7 @@ class Firing:
                 trigger=IntervalTrigger(seconds=seconds, timezone=timezone.utc),
                 id=job_id,
                 name=f"cronlease {job_id.removeprefix('cronlease-').replace('-', ' ')}",
+                jobstore="local",
                 executor="local",
                 coalesce=True,
                 max_instances=1,
@@ -354,6 +374,8 @@ class Firing:
             self._namespace,
             renew_now=self._runner.schema_ready,  # else the database did not answer
         )
+        # after each pass: the next due instant, for the member row's renewal plan
+        self.apscheduler.on_due = self._runner.membership.due
         self.apscheduler.start()
 
     def submit(self, work: Callable[[], object]) -> None:
