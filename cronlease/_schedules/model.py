@@ -433,7 +433,10 @@ class Schedules:
             values = Decoded(job=row.job, every=row.every, cron=row.cron, timezone=row.timezone)
             invalid = str(exc)
         name = short_name(row.name, self.namespace or "")
-        if invalid is None and known is not None:
+        # a job nobody here knows, while some are known (this code's or live replicas'), is
+        # the row's fault; with none known at all (no replica up, a writer without the
+        # code) nothing can be judged: offered_by, empty, says that none runs it
+        if invalid is None and known:
             if values.job not in known:
                 invalid = f"no live replica offers job {values.job!r}"
             else:

@@ -121,6 +121,10 @@ def normalized(
         given["anchor"] = anchor.isoformat()
     if not isinstance(args, (list, tuple)):
         raise ConfigError(f"key 'args': must be a list of positional arguments, not {args!r}")
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise ConfigError(f"key 'kwargs': must be a table of keyword arguments, not {kwargs!r}")
+    if any(not isinstance(key, str) for key in kwargs or {}):
+        raise ConfigError(f"key 'kwargs': its keys must be strings, not {list(kwargs or {})!r}")
     return Decoded(
         job=job,
         every=_every_text(every),

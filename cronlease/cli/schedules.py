@@ -336,7 +336,7 @@ def cmd_schedule_ls(args: argparse.Namespace) -> int:
             s.changed_by,
             short_time(s.changed_at),
             str(len(offered.get(s.job, ()))),
-            "ok" if s.invalid is None else f"invalid: {s.invalid}",
+            state_text(s, offered.get(s.job, ())),
         ]
         for s in found
     ]
@@ -367,7 +367,7 @@ def cmd_schedule_show(args: argparse.Namespace) -> int:
         ("changed by", schedule.changed_by),
         ("changed at", format_time(schedule.changed_at)),
         ("offered by", ", ".join(holders) if holders else "no live replica"),
-        ("state", "ok" if schedule.invalid is None else f"invalid: {schedule.invalid}"),
+        ("state", state_text(schedule, holders)),
     ]
     width = max(len(label) for label, _ in lines)
     for label, value in lines:
@@ -404,6 +404,16 @@ def cmd_schedule_history(args: argparse.Namespace) -> int:
 
 
 # --- formats --------------------------------------------------------------------------
+
+
+def state_text(schedule: StoredSchedule, holders: Sequence[str]) -> str:
+    """``ok``, ``invalid: why`` (no replica can load the row) or ``not offered`` (no live
+    replica offers its job: none is up, or none has the job yet)."""
+    if schedule.invalid is not None:
+        return f"invalid: {schedule.invalid}"
+    if not holders:
+        return f"not offered: no live replica offers job {schedule.job!r}"
+    return "ok"
 
 
 def schedule_text(schedule: StoredSchedule) -> str:

@@ -123,6 +123,8 @@ def test_a_stale_version_is_refused_naming_the_newer_one_and_who(model: Schedule
         ({"job": "purge", "every": "1m", "args": [1], "retries": -1}, ScheduleError, "retries"),
         ({"job": "purge", "every": "1m", "args": [1], "retriez": 1}, ScheduleError, "retriez"),
         ({"job": "purge", "every": "1m", "args": [object()]}, ScheduleError, "key 'args'"),
+        ({"job": "purge", "every": "1m", "args": [1], "kwargs": [1]}, ScheduleError, "kwargs"),
+        ({"job": "purge", "every": "1m", "args": [1], "kwargs": {1: 2}}, ScheduleError, "kwargs"),
         (
             {"job": "purge", "every": "1m", "args": [1], "ping_url": "https://x.io/a"},
             ScheduleError,

@@ -173,7 +173,7 @@ def test_each_subcommand_on_sqlite_as_text_and_json(tmp_path: Path, namespace: s
     assert [row.split()[:2] for row in rows] == [["nightly", "export"], ["weekly", "purge"]]
     assert re.search(
         r"^nightly +export +cron '0 3 \* \* \*' \(Europe/Paris\) +yes +1 +alice +\S+ \S+Z +0 +"
-        r"invalid: no live replica offers job 'export'$",
+        r"not offered: no live replica offers job 'export'$",
         rows[0],
     ), rows[0]
     assert re.search(r"^weekly +purge +every 7d +yes +1 +\S+@\S+ ", rows[1]), rows[1]
