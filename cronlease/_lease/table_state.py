@@ -16,9 +16,22 @@ from sqlalchemy.engine import URL, Engine
 
 from cronlease._lease.dialects import statements_for_url
 from cronlease._lease.dialects.base import upgrade_needed
-from cronlease._lease.schema import leases, runs
+from cronlease._lease.schema import (
+    jobs,
+    leases,
+    runs,
+    schedule_changes,
+    schedule_heads,
+    schedules,
+)
 
-__all__ = ["TableState", "missing_sqlite_file", "table_state", "uncreatable_sqlite_file"]
+__all__ = [
+    "TableState",
+    "missing_sqlite_file",
+    "schedule_tables_present",
+    "table_state",
+    "uncreatable_sqlite_file",
+]
 
 
 class TableState(enum.Enum):
@@ -55,3 +68,15 @@ def table_state(engine: Engine) -> TableState:
         if not inspector.has_table(leases.name) or not inspector.has_table(runs.name):
             return TableState.NONE
         return TableState.EARLIER if upgrade_needed(conn) else TableState.CURRENT
+
+
+def schedule_tables_present(engine: Engine) -> bool:
+    """Whether the tables schedule rows are read from exist (a database made before them,
+    or none yet, has no schedule: reading it must not create them)."""
+    if missing_sqlite_file(engine.url):
+        return False
+    with engine.connect() as conn:
+        inspector = inspect(conn)
+        return all(
+            inspector.has_table(t.name) for t in (schedules, schedule_changes, schedule_heads, jobs)
+        )

@@ -27,6 +27,7 @@ from cronlease._lease.model import check_task_name
 from cronlease._lease.schedule_rows import ScheduleRow, Written
 from cronlease._lease.settings import PoolKeywords
 from cronlease._lease.store import LeaseStore
+from cronlease._lease.table_state import schedule_tables_present
 from cronlease._schedules.jobs import Job, Jobs, stand_in
 from cronlease._schedules.rows import (
     COLUMNS,
@@ -149,29 +150,38 @@ class Schedules:
         return check_task_name(full)
 
     def _tables(self) -> None:
+        """Before a write: the tables, made if missing (as any writer makes them)."""
         if not self._ready:
             self.store.create_tables()
             self._ready = True
 
+    def _readable(self) -> bool:
+        """Before a read: whether there is anything to read. A read never creates tables
+        (the status commands and page read with this model: docs/design.md §5.29)."""
+        if not self._ready:
+            self._ready = schedule_tables_present(self.store.engine)
+        return self._ready
+
     def get(self, name: str) -> StoredSchedule:
         """The schedule ``name``; UnknownScheduleError if there is none."""
-        self._tables()
-        row = self.store.schedule_rows.row(self._full(name))
+        full = self._full(name)
+        row = self.store.schedule_rows.row(full) if self._readable() else None
         if row is None:
             raise UnknownScheduleError(f"no schedule named {name!r}")
         return self._shown(row, self._known_jobs())
 
     def list(self) -> list[StoredSchedule]:
         """Every schedule of the namespace, sorted by name."""
-        self._tables()
+        if not self._readable():
+            return []
         _, rows = self.store.schedule_rows.rows(self.namespace or "")
         known = self._known_jobs()
         return [self._shown(row, known) for row in rows]
 
     def history(self, name: str) -> builtins.list[ScheduleChange]:
         """Every change of ``name``, oldest first; kept after it is removed."""
-        self._tables()
-        found = self.store.schedule_rows.history(self._full(name))
+        full = self._full(name)
+        found = self.store.schedule_rows.history(full) if self._readable() else []
         changes = []
         for change in found:
             try:
@@ -194,9 +204,9 @@ class Schedules:
     def jobs(self) -> dict[str, builtins.list[str]]:
         """The known jobs: each name, with the live replicas that offer it (none for a job
         only this writer's registry has)."""
-        self._tables()
         offered: dict[str, builtins.list[str]] = {name: [] for name in self._jobs.names()}
-        for offer in self.store.schedule_rows.offered(self.namespace or ""):
+        live = self.store.schedule_rows.offered(self.namespace or "") if self._readable() else []
+        for offer in live:
             offered.setdefault(offer.job, []).append(offer.holder)
         return dict(sorted(offered.items()))
 

@@ -7,6 +7,7 @@ history kept after removal; a row corrupted by hand reported invalid, not a cras
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -22,7 +23,8 @@ from cronlease import (
     UnknownScheduleError,
     UnknownTaskError,
 )
-from cronlease._lease.schema import schedule_changes, schedules
+from cronlease._lease.schema import jobs as jobs_table
+from cronlease._lease.schema import schedule_changes, schedule_heads, schedules
 from tests.contract.test_start_stop import last_ran_hours_ago
 from tests.support.procs import wait_for
 
@@ -260,3 +262,33 @@ def test_the_model_and_the_poll_work_through_pgbouncer(bouncer_url: str, task_na
         replica.shutdown()
         replica.store.dispose()
         model.close()
+
+
+def test_reads_create_no_tables(tmp_path: Path) -> None:
+    """The status commands and page read with this model: reading a database that has no
+    schedule tables (none yet, or made by a version before them) creates nothing."""
+    path = tmp_path / "reads.db"
+    url = f"sqlite:///{path}"
+    model = Schedules(url, jobs={"purge": purge})
+    try:
+        assert model.list() == [] and model.history("x") == []
+        assert model.jobs() == {"purge": []}
+        with pytest.raises(UnknownScheduleError):
+            model.get("x")
+        assert not path.exists()  # not even the file
+    finally:
+        model.close()
+    older = LeaseStore.from_url(url)
+    older.create_tables()
+    with older.engine.begin() as conn:  # a database of a version before schedule rows
+        for table in (schedules, schedule_changes, schedule_heads, jobs_table):
+            table.drop(conn)
+    model = Schedules(url, jobs={"purge": purge})
+    try:
+        assert model.list() == [] and model.history("x") == []
+        assert not sa.inspect(older.engine).has_table(schedules.name)
+        model.add("x", job="purge", every="1m", args=[1])  # a write makes them
+        assert [s.name for s in model.list()] == ["x"]
+    finally:
+        model.close()
+        older.dispose()
