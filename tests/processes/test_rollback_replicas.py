@@ -45,25 +45,41 @@ def test_a_lease_row_put_back_under_running_replicas(db_url: str, tmp_path: Path
         started = len(ledger.entries(ledger_url, "fast"))
         wait_for(lambda: len(ledger.entries(ledger_url, "fast")) > started, 30, "the next run")
 
-        def renewed_once() -> Any:
+        def renewed_once(after_slot: int) -> Any:
             with engine.connect() as conn:
                 row = conn.execute(select(leases).where(leases.c.name == "fast")).one()
-            # its first renewal (at TTL/3) is done: the next comes after the next tick
-            return row if row.expires_at > row.acquired_at + TTL + 0.1 else None
+            # a run's first renewal (at TTL/3) done, its second (at 2 TTL/3, before the
+            # 1.5 s run ends) still to come: the one that must find the row gone back
+            renewals = round((row.expires_at - row.acquired_at - TTL) * 3 / TTL)
+            return row if row.slot > after_slot and renewals == 1 else None
 
-        row = wait_for(renewed_once, 30, "the running holder's first renewal")
-        lost_slot = int(row.slot)
-        with engine.begin() as conn:
-            conn.execute(
-                update(leases)
-                .where(leases.c.name == "fast")
-                .values(
-                    fence=row.fence - 1,
-                    slot=row.slot - 1000,
-                    holder="lost#0000000000000000",
-                    expires_at=row.acquired_at - 0.001,
-                )
+        lost_slot = 0
+        for _ in range(5):
+            row = wait_for(
+                lambda after=lost_slot: renewed_once(after), 30, "a running holder's first renewal"
             )
+            lost_slot = int(row.slot)
+            with engine.begin() as conn:
+                # only as the test read it: on a loaded host the holder may have renewed
+                # again (or finished) since, and then no renewal would be left to see it
+                went_back = conn.execute(
+                    update(leases)
+                    .where(
+                        (leases.c.name == "fast")
+                        & (leases.c.fence == row.fence)
+                        & (leases.c.expires_at == row.expires_at)
+                    )
+                    .values(
+                        fence=row.fence - 1,
+                        slot=row.slot - 1000,
+                        holder="lost#0000000000000000",
+                        expires_at=row.acquired_at - 0.001,
+                    )
+                ).rowcount
+            if went_back:
+                break
+        else:
+            raise AssertionError("five runs went by before the test could put a row back")
         wait_for(lambda: len(ledger.entries(ledger_url, "fast#end")) >= ended + 4, 30, "runs")
     finally:
         for replica in replicas:
