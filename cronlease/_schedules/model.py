@@ -95,6 +95,23 @@ class ScheduleChange:
     changes: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     seq: int = 0
 
+    def text(self) -> str:
+        """What the change did, field by field (``every: "2s" → "3s"``; an add shows the
+        new values, a removal the old ones), as the page and the admin show it."""
+
+        def shown(value: Any) -> str:
+            return "-" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+        parts = []
+        for key, (old, new) in self.changes.items():
+            if self.action == "add":
+                parts.append(f"{key}: {shown(new)}")
+            elif self.action == "remove":
+                parts.append(f"{key}: {shown(old)}")
+            else:
+                parts.append(f"{key}: {shown(old)} → {shown(new)}")
+        return "; ".join(parts)
+
 
 class _Known(dict[str, "Callable[..., Any] | str"]):
     """The known jobs (name -> callable or a replica's description), and who offers them."""

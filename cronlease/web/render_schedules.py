@@ -220,29 +220,13 @@ def render_schedules(
     return document(f"schedules · {title}", None, body)
 
 
-def _value(value: Any) -> str:
-    return "-" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def changes_text(change: ScheduleChange) -> str:
-    parts = []
-    for key, (old, new) in change.changes.items():
-        if change.action == "add":
-            parts.append(f"{key}: {_value(new)}")
-        elif change.action == "remove":
-            parts.append(f"{key}: {_value(old)}")
-        else:
-            parts.append(f"{key}: {_value(old)} → {_value(new)}")
-    return "; ".join(parts)
-
-
 def _history(history: Sequence[ScheduleChange], now: datetime) -> list[str]:
     if not history:
         return ['<p class="meta">No changes recorded.</p>']
     rows = [
         f"<tr><td>{change.version:d}</td><td>{e(change.action)}</td>"
         f"<td>{relative(_iso(change.changed_at), now)}</td><td>{e(change.changed_by)}</td>"
-        f"<td><code>{e(changes_text(change))}</code></td></tr>"
+        f"<td><code>{e(change.text())}</code></td></tr>"
         for change in reversed(history)  # the latest first, as runs are
     ]
     return [

@@ -27,7 +27,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from cronlease._schedules.model import ScheduleChange, Schedules, StoredSchedule
+from cronlease._schedules.model import Schedules, StoredSchedule
 from cronlease.contrib.django._replica import get_scheduler
 from cronlease.errors import (
     ConfigError,
@@ -36,7 +36,7 @@ from cronlease.errors import (
     UnknownScheduleError,
 )
 
-__all__ = ["ScheduleForm", "SchedulePages", "changes_text", "model"]
+__all__ = ["ScheduleForm", "SchedulePages", "model"]
 
 _FIELDS = ("job", "every", "cron", "timezone", "args", "kwargs", "enabled")
 _KEY = re.compile(r"key '([a-z_]+)'")
@@ -142,23 +142,6 @@ class ScheduleForm(forms.Form):
             "enabled": schedule.enabled,
             "version": schedule.version,
         }
-
-
-def _value(value: Any) -> str:
-    return "-" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def changes_text(change: ScheduleChange) -> str:
-    """What one change did, field by field (``every: "2s" → "3s"``)."""
-    parts = []
-    for key, (old, new) in change.changes.items():
-        if change.action == "add":
-            parts.append(f"{key}: {_value(new)}")
-        elif change.action == "remove":
-            parts.append(f"{key}: {_value(old)}")
-        else:
-            parts.append(f"{key}: {_value(old)} → {_value(new)}")
-    return "; ".join(parts)
 
 
 def _when(schedule: StoredSchedule) -> str:
@@ -301,7 +284,7 @@ class SchedulePages:
     @staticmethod
     def _history(schedules: Schedules, name: str) -> list[dict[str, Any]]:
         return [
-            {"change": change, "what": changes_text(change)}
+            {"change": change, "what": change.text()}
             for change in reversed(schedules.history(name))  # the latest first
         ]
 
