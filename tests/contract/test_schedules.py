@@ -6,6 +6,7 @@ history kept after removal; a row corrupted by hand reported invalid, not a cras
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from cronlease import (
     UnknownTaskError,
 )
 from cronlease._lease.schema import jobs as jobs_table
-from cronlease._lease.schema import schedule_changes, schedule_heads, schedules
+from cronlease._lease.schema import members, schedule_changes, schedule_heads, schedules
 from tests.contract.test_start_stop import last_ran_hours_ago
 from tests.support.procs import wait_for
 
@@ -292,3 +293,50 @@ def test_reads_create_no_tables(tmp_path: Path) -> None:
     finally:
         model.close()
         older.dispose()
+
+
+def test_a_changed_task_set_is_written_to_the_member_row_at_once(
+    db_url: str, task_name: str, store: LeaseStore
+) -> None:
+    """An idle replica renews its member row minutes apart; the row's task set (which
+    replicas rank ticks together) must not stay the old one that long after a schedule
+    row added a task: the replica renews as soon as its tasks change."""
+    replica = Scheduler(db_url, namespace=task_name, schedule_poll=0.1, history_retention=None)
+    replica.register(purge, name="purge")
+    replica.add_task(lambda: None, name="hourly", every="1h")
+    replica.start()
+    try:
+
+        def task_set() -> str | None:
+            with store.engine.connect() as conn:
+                return conn.execute(
+                    sa.select(members.c.task_set).where(members.c.holder == replica.holder)
+                ).scalar()
+
+        def renewal_far() -> str | None:
+            with store.engine.connect() as conn:
+                row = conn.execute(
+                    sa.select(members.c.task_set, members.c.expires_at).where(
+                        members.c.holder == replica.holder
+                    )
+                ).one_or_none()
+            # the row promises its next renewal 4 s before it expires: over 8 s away
+            return row.task_set if row is not None and row.expires_at - time.time() > 12 else None
+
+        before = wait_for(renewal_far, 70, "an idle replica's renewal planned far ahead")
+        Schedules(store=store, namespace=task_name).add(
+            "nightly", job="purge", every="1h", args=[1]
+        )
+        wait_for(lambda: has_task(replica, "nightly"), 10, "the row followed")
+        wait_for(lambda: task_set() != before, 3, "the member row's new task set")
+    finally:
+        replica.shutdown()
+        replica.store.dispose()
+
+
+def has_task(replica: Scheduler, name: str) -> bool:
+    try:
+        replica.get_task(name)
+    except UnknownTaskError:
+        return False
+    return True

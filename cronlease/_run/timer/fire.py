@@ -319,6 +319,7 @@ class Firing:
         Ticks of a removed task already fired go on down the tick path; a run in progress
         is not touched: it holds the lease, whose row (and slot cursor) the task's
         replacement shares by name."""
+        digest_before = self._task_set
         dropped: dict[str, set[int]] = {}
         joining: dict[str, list[Task]] = {}
         for task, into in [(t, None) for t in removed] + [(t, joining) for t in added]:
@@ -360,6 +361,10 @@ class Firing:
             elif before and not members:
                 with contextlib.suppress(JobLookupError):
                     self.apscheduler.remove_job(job_id)
+        if self._unstarted is None and self._task_set != digest_before:
+            # the member row says which tasks this replica fires (its cohort): an idle
+            # replica would say the old set until its next renewal, minutes away
+            self._runner.membership.renew_soon()
 
     def start(self) -> None:
         if self._unstarted is not None:
