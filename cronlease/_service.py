@@ -354,6 +354,7 @@ def read_report(store: LeaseStore, config: Config | None, *, tables: bool) -> St
         runs=streak_runs(task.alert_after for task in declared or ()),
         clock=True,
         abandoned=True,
+        schedules=True,  # the schedule rows are declared tasks too (§5.37)
     )
     if report.database_error is not None:
         raise Failure(report.database_error)
