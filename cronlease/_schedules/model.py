@@ -427,9 +427,9 @@ class Schedules:
     def judged(self) -> builtins.list[tuple[StoredSchedule, Task | None]]:
         """Every schedule of the namespace as :meth:`list` shows it, each with the task a
         replica would build from it (None when it is ``invalid``: no replica runs it), for
-        the status model. Creates no table: StoreError when they do not exist. Two
-        statements: the rows, and the jobs live replicas offer."""
-        _, rows = self.store.schedule_rows.rows(self.namespace or "")
+        the status model. Creates no table: StoreError when they do not exist. One
+        statement, the rows; when there are any, a second: the jobs live replicas offer."""
+        rows = self.store.schedule_rows.rows_only(self.namespace or "")
         known = self._known_jobs() if rows else _Known()
         return [self._judged(row, known) for row in rows]
 
