@@ -131,7 +131,6 @@ def build_report(
         if row.declared is None:  # invalid: its lease row and runs, under the row's words
             shown = replace(
                 status(None, row.name),
-                task=row.task,
                 declared=True,
                 enabled=row.enabled,
                 schedule=row.schedule,
@@ -140,7 +139,12 @@ def build_report(
         else:
             shown = status(row.declared, row.name)
         return replace(
-            shown, source="database", job=row.job, invalid=row.invalid, unoffered=row.unoffered
+            shown,
+            task=row.task,
+            source="database",
+            job=row.job,
+            invalid=row.invalid,
+            unoffered=row.unoffered,
         )
 
     # a code task's name wins over a row of the same name (replicas do not load such a row)
