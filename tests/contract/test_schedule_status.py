@@ -9,10 +9,12 @@ is ``unoffered``; a database without the schedule tables reports as before.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -20,6 +22,7 @@ from cronlease import LeaseStore, Scheduler, Schedules
 from cronlease._lease.schema import schedules
 from cronlease._service import read_report
 from cronlease.config import Config, load_config
+from cronlease.web import wsgi_app
 from tests.support.procs import wait_for
 
 
@@ -146,3 +149,40 @@ def test_a_database_without_the_schedule_tables_reports_as_before(
         assert "cronlease_schedules" not in sa.inspect(old.engine).get_table_names()
     finally:
         old.dispose()
+
+
+def test_the_page_shows_rows_among_the_tasks_an_invalid_one_flagged(
+    store: LeaseStore, replica: Scheduler, task_name: str
+) -> None:
+    """The overview formats the same model: a row is a task row (its schedule in words,
+    its own page), an invalid one is flagged first with its reason and counted in the
+    banner; the replica's own health is not failed by a row it does not run."""
+    writer = Schedules(store=store, namespace=task_name)
+    replica.start()
+    writer.add("pulse", job="beat", every="1m", changed_by="t")
+    writer.add("broken", job="beat", every="1m", changed_by="t")
+    wait_for(lambda: writer.jobs().get("beat"), 10, "the replica's jobs")
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.update(schedules)
+            .where(schedules.c.name == f"{task_name}:broken")
+            .values(kwargs="{not json")
+        )
+    transport = httpx.WSGITransport(app=wsgi_app(replica, cache=0))
+    with httpx.Client(transport=transport, base_url="http://page") as client:
+        page = client.get("/").text
+        data = client.get("/status.json").json()
+        task_page = client.get("/task", params={"name": f"{task_name}:pulse"})
+    order = re.findall(r'<tr id="task-([^"]+)"', page)
+    assert order == [f"{task_name}:broken", f"{task_name}:pulse"], order
+    broken = page.split(f'<tr id="task-{task_name}:broken"')[1].split("</tr>")[0]
+    assert 'class="flag-invalid"' in broken and 'class="s-invalid">invalid' in broken
+    assert "its JSON cannot be read" in broken
+    banner = page.split('id="banner"')[1].split("</div>")[0]
+    assert "<b>1 invalid</b>" in banner
+    tasks = {task["task"]: task for task in data["tasks"]}
+    assert tasks["pulse"]["schedule_words"] == "every minute"
+    assert (tasks["pulse"]["source"], tasks["broken"]["shown_state"]) == ("database", "invalid")
+    assert data["orphaned"] == [] and data["invalid"] == [f"{task_name}:broken"]
+    assert data["replica"]["health"]["ok"], data["replica"]["health"]
+    assert task_page.status_code == 200 and "every 1m" in task_page.text
