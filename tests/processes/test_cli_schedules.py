@@ -591,3 +591,7 @@ def test_status_says_no_live_replica_offers_a_rows_job_and_check_passes(
     # not a problem of its own: like a code task no replica runs, once a tick is overdue
     checked = cli("status", "--check", cwd=tmp_path)
     assert checked.returncode == 0, (checked.stdout, checked.stderr)
+    # a declared task of the status, known before it first runs (a declared one's words)
+    history = cli("history", "lonely", cwd=tmp_path)
+    assert history.returncode == 0, history.stderr
+    assert history.stdout == f"no runs of '{namespace}:lonely' recorded\n"
