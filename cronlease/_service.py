@@ -71,7 +71,7 @@ from cronlease._status import (
     streak_runs,
 )
 from cronlease.config import Config, TaskSpec
-from cronlease.errors import StoreError
+from cronlease.errors import StatementError, StoreError
 
 __all__ = [
     "DEFAULT_URL",
@@ -287,11 +287,11 @@ def known_task(
     task: str, store: LeaseStore, config: Config | None, *, tables: bool = True
 ) -> tuple[str, bool]:
     """TASK's stored name and whether the config declares it; UsageError (exit 2)
-    unless the config declares it or a lease row of it exists."""
+    unless the config declares it, a lease row of it exists or a schedule row does."""
     name = stored_name(config, task)
     if config is not None and normal_form(task) in config.tasks:
         return name, True
-    if tables and store.leases([name]):
+    if tables and (store.leases([name]) or _schedule_row(store, name)):
         return name, False
     if config is not None:
         task_spec(config, task)  # raises with the list of declared tasks
@@ -300,6 +300,15 @@ def known_task(
         f"no task {name!r} {where}; for a task that never ran, give the config file "
         "that declares it (-c FILE)"
     )
+
+
+def _schedule_row(store: LeaseStore, name: str) -> bool:
+    """Whether a schedule row of the stored name exists: a declared task of the status
+    (§5.37), known before it first runs. A database without its table has none."""
+    try:
+        return store.schedule_rows.row(name) is not None
+    except StatementError:
+        return False
 
 
 def stored_name(config: Config | None, task: str) -> str:
@@ -354,6 +363,7 @@ def read_report(store: LeaseStore, config: Config | None, *, tables: bool) -> St
         runs=streak_runs(task.alert_after for task in declared or ()),
         clock=True,
         abandoned=True,
+        schedules=True,  # the schedule rows are declared tasks too (§5.37)
     )
     if report.database_error is not None:
         raise Failure(report.database_error)

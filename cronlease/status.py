@@ -8,7 +8,8 @@ tasks); :class:`StatusReport` the fleet's view of every task
 database's (``Scheduler.clock_skew``); :class:`DeclaredTask` what the status
 page of a bare :class:`~cronlease.store.LeaseStore` is told about a task;
 :class:`Snapshot` the rows one read returns, which ``health(snapshot=...)``
-judges without reading again.
+judges without reading again; :class:`StoredTask` a schedule kept in the database as
+the report judges it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cronlease._status import (
     RunStatus,
     Snapshot,
     StatusReport,
+    StoredTask,
     TaskStatus,
 )
 from cronlease._timing.clock import ClockCheck
@@ -30,5 +32,6 @@ __all__ = [
     "RunStatus",
     "Snapshot",
     "StatusReport",
+    "StoredTask",
     "TaskStatus",
 ]

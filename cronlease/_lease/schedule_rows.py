@@ -167,6 +167,21 @@ class ScheduleRowStore:
 
         return self._call("reading schedule rows", read)
 
+    def rows_only(self, namespace: str) -> list[ScheduleRow]:
+        """Every schedule row of ``namespace``, sorted by name, in one statement (the
+        status model's read: it follows no change seq)."""
+
+        def read(conn: Connection) -> list[ScheduleRow]:
+            statement = (
+                select(schedules)
+                .where(schedules.c.namespace == namespace)
+                .order_by(schedules.c.name)
+            )
+            with conn.begin():
+                return [_row(row) for row in conn.execute(statement).all()]
+
+        return self._call("reading schedule rows", read)
+
     def row(self, name: str) -> ScheduleRow | None:
         """The row of the stored full name ``name``, or None."""
 

@@ -38,6 +38,7 @@ from cronlease._schedules.rows import (
     normalized,
     short_name,
 )
+from cronlease._task import Task
 from cronlease.errors import (
     ConfigError,
     ScheduleError,
@@ -450,14 +451,38 @@ class Schedules:
             raise ScheduleError(f"schedule {name!r}, {exc}") from None
         return values
 
+    def judged(self) -> builtins.list[tuple[StoredSchedule, Task | None]]:
+        """Every schedule of the namespace as :meth:`list` shows it, each with the task a
+        replica would build from it (None when it is ``invalid``: no replica runs it), for
+        the status model. Creates no table: StoreError when they do not exist. One
+        statement, the rows; when there are any, a second: the jobs live replicas offer."""
+        rows = self.store.schedule_rows.rows_only(self.namespace or "")
+        known = self._known_jobs() if rows else _Known()
+        return [self._judged(row, known) for row in rows]
+
     def _shown(
         self, row: ScheduleRow, known: Mapping[str, Callable[..., Any] | str] | None
     ) -> StoredSchedule:
+        return self._judged(row, known)[0]
+
+    def _judged(
+        self, row: ScheduleRow, known: Mapping[str, Callable[..., Any] | str] | None
+    ) -> tuple[StoredSchedule, Task | None]:
+        """The row as shown, and the task made from it when it is valid (with no job known
+        to judge it by, the task of a stand-in that takes any arguments: its schedule and
+        options are the row's, and a row no replica could load for them is invalid)."""
         invalid: str | None = None
+        task: Task | None = None
         try:
             values = decode(row)
         except ConfigError as exc:
-            values = Decoded(job=row.job, every=row.every, cron=row.cron, timezone=row.timezone)
+            values = Decoded(
+                job=row.job,
+                every=row.every,
+                cron=row.cron,
+                timezone=row.timezone,
+                enabled=row.enabled,  # a column of its own: still read
+            )
             invalid = str(exc)
         name = short_name(row.name, self.namespace or "")
         # a job nobody here knows, while some are known (this code's or live replicas'), is
@@ -468,10 +493,17 @@ class Schedules:
                 invalid = f"no live replica offers job {values.job!r}"
             else:
                 try:
-                    declare(name, self.namespace, values, self._function(values.job, known))
+                    function = self._function(values.job, known)
+                    task = declare(name, self.namespace, values, function)
                 except ConfigError as exc:
                     invalid = str(exc)
-        return StoredSchedule(
+        elif invalid is None and known is not None:
+            # nothing known to judge the job by; the schedule and options are the row's
+            try:
+                task = declare(name, self.namespace, values, _any_function)
+            except ConfigError as exc:  # a schedule or option no replica would take
+                invalid = str(exc)
+        stored = StoredSchedule(
             name=name,
             namespace=self.namespace,
             job=values.job,
@@ -491,6 +523,7 @@ class Schedules:
             if isinstance(known, _Known)
             else (),
         )
+        return stored, task
 
 
 def _anything(*args: Any, **kwargs: Any) -> None:

@@ -18,10 +18,12 @@ from cronlease._lease.model import LeaseInfo, RunRecord
 from cronlease._lease.store import LeaseStore
 from cronlease._lease.table_state import TableState, missing_sqlite_file, table_state
 from cronlease._roles import can_run
+from cronlease._schedules.model import Schedules, StoredSchedule
 from cronlease._status.model import RunStatus, StatusReport, TaskState, TaskStatus, by_slot
 from cronlease._status.rules import (
     DeclaredTask,
     Scrubber,
+    StoredTask,
     failure_streak,
     full_name,
     holder_id,
@@ -60,11 +62,20 @@ class Snapshot:
     answered: bool = False
     #: the roles of each live replica (member row) of the namespace; None: not read
     member_roles: tuple[frozenset[str], ...] | None = None
+    #: the namespace's schedule rows as declared tasks (§5.37); None: not read (not asked,
+    #: or a database without the schedule tables)
+    schedules: tuple[StoredTask, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.answered and self.error is None:
             raise ValueError("only a failed read was answered with an error")
-        kept = self.leases or self.runs or self.db_now is not None or self.abandoned is not None
+        kept = (
+            self.leases
+            or self.runs
+            or self.db_now is not None
+            or self.abandoned is not None
+            or self.schedules is not None
+        )
         if self.error is not None and kept:
             raise ValueError("a failed read keeps no rows")
         if self.leases and self.db_now is None:
@@ -116,18 +127,43 @@ def build_report(
             no_live_replica=task is not None and _no_live_replica(task, snapshot.member_roles),
         )
 
+    def stored(row: StoredTask) -> TaskStatus:
+        if row.declared is None:  # invalid: its lease row and runs, under the row's words
+            shown = replace(
+                status(None, row.name),
+                declared=True,
+                enabled=row.enabled,
+                schedule=row.schedule,
+                alert_after=row.alert_after,
+            )
+        else:
+            shown = status(row.declared, row.name)
+        return replace(
+            shown,
+            task=row.task,
+            source="database",
+            job=row.job,
+            invalid=row.invalid,
+            unoffered=row.unoffered,
+        )
+
+    # a code task's name wins over a row of the same name (replicas do not load such a row)
+    coded = {task.name for task in declared or ()}
+    from_rows = [row for row in snapshot.schedules or () if row.name not in coded]
+    row_names = {row.name for row in from_rows}
     if declared is None:
-        tasks = [status(None, name) for name in sorted(rows)]
+        tasks = [status(None, name) for name in sorted(rows) if name not in row_names]
         orphaned = []
     else:
-        # Sorted by name, as lease rows are: a long list is read by looking a name up.
-        tasks = [status(task, task.name) for task in sorted(declared, key=lambda t: t.name)]
-        known = {task.name for task in declared} | {full_name(n, namespace) for n in internal}
+        tasks = [status(task, task.name) for task in declared]
+        known = coded | row_names | {full_name(n, namespace) for n in internal}
         orphaned = [
             status(None, name)
             for name in sorted(rows)
             if name not in known and in_namespace(name, namespace)
         ]
+    # Sorted by name, as lease rows are: a long list is read by looking a name up.
+    tasks = sorted([*tasks, *(stored(row) for row in from_rows)], key=lambda t: t.name)
     return StatusReport(
         generated_at=now.astimezone(timezone.utc),
         database=database,
@@ -213,6 +249,7 @@ def read_status(
     empty_without_tables: bool = False,
     skipped: Mapping[str, Mapping[str, int]] | None = None,
     fleet: bool = True,
+    schedules: bool = False,
 ) -> StatusReport:
     """Read the store and build the report; never raises :class:`StoreError`.
 
@@ -230,6 +267,7 @@ def read_status(
         empty_without_tables=empty_without_tables,
         fleet=fleet,
         namespace=namespace,
+        schedules=schedules,
     )
     return build_report(
         snapshot,
@@ -255,6 +293,7 @@ def read_snapshot(
     empty_without_tables: bool = False,
     fleet: bool = False,
     namespace: str | None = None,
+    schedules: bool = False,
 ) -> Snapshot:
     """What the report of ``declared`` needs, read from ``store``; never raises StoreError.
 
@@ -266,8 +305,11 @@ def read_snapshot(
     ``error``, unless ``empty_without_tables`` and the tables do not exist yet
     (then the snapshot is empty). ``fleet`` reads the live member rows of
     ``namespace`` when a declared task has roles (who can run it; a failed read of
-    them alone leaves ``member_roles`` None). Round trips: lease rows, the clock,
-    recent runs, abandoned counts and member rows, one each (per 500 names).
+    them alone leaves ``member_roles`` None). ``schedules`` reads the namespace's
+    schedule rows and the jobs live replicas offer (a database without those tables
+    leaves ``schedules`` None); their tasks' runs are read with the others. Round trips:
+    lease rows, the clock, schedule rows and offered jobs, recent runs, abandoned counts
+    and member rows, one each (per 500 names).
     """
     if empty_without_tables and missing_sqlite_file(store.engine.url):
         return Snapshot()  # not opened: opening a SQLite path creates the file
@@ -276,13 +318,16 @@ def read_snapshot(
         leases = tuple(store.leases(only))
         measured = measure_skew(store) if clock else None
         db_now = measured.database_time if measured else store.database_time()
+        stored = _schedule_rows(store, namespace) if schedules else None
         names = [t.name for t in declared] if declared is not None else [r.name for r in leases]
+        names = sorted({*names, *(row.name for row in stored or ())})
         recent = store.recent_runs(names, runs) if runs and names else {}
         counted = None
         if abandoned:
             every = sorted({*names, *(row.name for row in leases)})
             counted = store.abandoned_counts(every) if every else {}
-        wanted = fleet and declared is not None and any(t.roles for t in declared)
+        with_roles = [*(declared or ()), *(row.declared for row in stored or () if row.declared)]
+        wanted = fleet and any(t.roles for t in with_roles)
         return Snapshot(
             leases=leases,
             runs=recent,
@@ -291,12 +336,42 @@ def read_snapshot(
             abandoned=counted,
             runs_limit=runs,
             member_roles=_member_roles(store, namespace) if wanted else None,
+            schedules=stored,
         )
     except StoreError as exc:
         empty = empty_without_tables and _no_tables(store)
         if empty:
             return Snapshot()
         return Snapshot(error=str(exc), answered=isinstance(exc, StatementError))
+
+
+def _schedule_rows(store: LeaseStore, namespace: str | None) -> tuple[StoredTask, ...] | None:
+    """The namespace's schedule rows judged by :meth:`Schedules.judged` (the one home of
+    ``invalid``); None on a database without the schedule tables (an older one: a read
+    creates none, §5.29)."""
+    try:
+        judged = Schedules(store=store, namespace=namespace).judged()
+    except StatementError:  # answered: no such table (an outage fails the whole read)
+        return None
+    return tuple(
+        StoredTask(
+            name=row.full_name,
+            task=row.name,
+            job=row.job,
+            schedule=str(task.schedule) if task is not None else _schedule_words(row),
+            enabled=row.enabled,
+            declared=None if task is None else DeclaredTask.of(task),
+            invalid=row.invalid,
+            offered=bool(row.offered_by),
+        )
+        for row, task in judged
+    )
+
+
+def _schedule_words(row: StoredSchedule) -> str:
+    if row.cron is not None:
+        return f"cron '{row.cron}' ({row.timezone or 'UTC'})"
+    return f"every {row.every}"
 
 
 def _member_roles(store: LeaseStore, namespace: str | None) -> tuple[frozenset[str], ...] | None:

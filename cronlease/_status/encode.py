@@ -43,6 +43,10 @@ def task_json(task: TaskStatus) -> dict[str, Any]:
         "name": task.name,
         "task": task.task,
         "declared": task.declared,
+        "source": task.source,
+        "job": task.job,
+        "invalid": task.invalid,
+        "unoffered": task.unoffered,
         "enabled": task.enabled,
         "schedule": task.schedule,
         "state": task.state,
@@ -80,6 +84,7 @@ def health_json(health: Health) -> dict[str, Any]:
         "problems": list(health.problems),
         "overdue": list(health.overdue),
         "failing": list(health.failing),
+        "invalid": list(health.invalid),
         "database_down_for": health.database_down_for,
     }
 
@@ -96,6 +101,7 @@ def report_json(report: StatusReport) -> dict[str, Any]:
         "clock_skew": skew,
         "overdue": list(report.overdue),
         "failing": list(report.failing),
+        "invalid": list(report.invalid),
         "tasks": [task_json(task) for task in report.tasks],
         "orphaned": [task_json(task) for task in report.orphaned],
     }

@@ -26,16 +26,20 @@ __all__ = [
     "RunStatus",
     "ShownState",
     "StatusReport",
+    "TaskSource",
     "TaskState",
     "TaskStatus",
     "by_slot",
     "failing_problem",
+    "invalid_problem",
 ]
 
 TaskState = Literal["idle", "running", "paused"]
 _STATES: frozenset[str] = frozenset(get_args(TaskState))
 #: the one word a surface shows for a task, by precedence (:attr:`TaskStatus.shown_state`)
-ShownState = Literal["paused", "failing", "overdue", "running", "idle"]
+ShownState = Literal["paused", "invalid", "failing", "overdue", "running", "unoffered", "idle"]
+#: where a declared task comes from: code or a config file, or a schedule row (§5.37)
+TaskSource = Literal["code", "database"]
 #: how many outcomes :attr:`TaskStatus.recent_outcomes` keeps (the page's strip)
 RECENT_OUTCOMES = 20
 
@@ -144,6 +148,13 @@ class TaskStatus:
     them since it started** — other replicas' skips are not in it, and it is
     empty when no replica built the report (the CLI). ``no_live_replica``: the
     task has roles and no live replica (member row) has any of them.
+
+    ``source`` is ``database`` for a schedule row (docs/design.md §5.37), declared like a
+    code task from the row's schedule and options; ``job`` is the job it runs,
+    ``invalid`` why no replica runs the row (its schedule is then the row's text, it has
+    no next fire time and is never overdue), ``unoffered`` that it is valid and enabled
+    but no live replica offers its job (:attr:`StoredTask.unoffered
+    <cronlease._status.rules.StoredTask.unoffered>`).
     """
 
     name: str
@@ -172,6 +183,10 @@ class TaskStatus:
     no_live_replica: bool = False
     #: the replica of the last acquisition, running or not (default: ``holder``)
     last_holder: str | None = None
+    source: TaskSource = "code"
+    job: str | None = None
+    invalid: str | None = None
+    unoffered: bool = False
     # (compare=False: a mapping would make the frozen value unhashable)
     skipped: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     failing: bool = field(init=False)
@@ -179,6 +194,14 @@ class TaskStatus:
     def __post_init__(self) -> None:
         if self.no_live_replica and not (self.roles and self.declared):
             raise ValueError("only a declared task with roles can lack a replica to run it")
+        if (self.source == "database") != (self.job is not None) or (
+            self.source == "database" and not self.declared
+        ):
+            raise ValueError("a schedule row is a declared task with a job, and only it")
+        if self.invalid is not None and (self.unoffered or self.next_fire or self.overdue):
+            raise ValueError("an invalid schedule row is not run: not offered, due or overdue")
+        if (self.invalid is not None or self.unoffered) and self.source != "database":
+            raise ValueError("only a schedule row is invalid or not offered")
         if self.abandoned is not None and self.abandoned < 0:
             raise ValueError(f"abandoned counts runs, got {self.abandoned!r}")
         if self.consecutive_failures < 0:
@@ -229,15 +252,21 @@ class TaskStatus:
     @property
     def shown_state(self) -> ShownState:
         """One word for a glance, by precedence: ``paused`` (someone chose that; pausing a
-        failing task silences its alert until it is resumed), ``failing`` (even while a
-        new run is going: the last ones failed), ``overdue``, ``running``, ``idle``."""
+        failing task silences its alert until it is resumed), ``invalid`` (a schedule row
+        no replica runs), ``failing`` (even while a new run is going: the last ones
+        failed), ``overdue``, ``running``, ``unoffered`` (a schedule row whose job no live
+        replica offers), ``idle``."""
         if self.paused:
             return "paused"
+        if self.invalid is not None:
+            return "invalid"
         if self.failing:
             return "failing"
         if self.overdue:
             return "overdue"
-        return "running" if self.running else "idle"
+        if self.running:
+            return "running"
+        return "unoffered" if self.unoffered else "idle"
 
     @property
     def recent_outcomes(self) -> tuple[Outcome, ...]:
@@ -285,6 +314,7 @@ class Health:
     overdue: tuple[str, ...] = ()
     database_down_for: float | None = None
     failing: tuple[str, ...] = ()
+    invalid: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.ok != (not self.problems):
@@ -334,6 +364,14 @@ class StatusReport:
         """The tasks shown ``failing``: failing and not paused (a pause silences it)."""
         return tuple(task.name for task in self.tasks if task.shown_state == "failing")
 
+    @property
+    def invalid(self) -> tuple[str, ...]:
+        """The enabled schedule rows shown ``invalid``: no replica runs them (a pause or
+        disabling the row silences it, as for a failing task)."""
+        return tuple(
+            task.name for task in self.tasks if task.shown_state == "invalid" and task.enabled
+        )
+
     def health(
         self,
         *,
@@ -345,7 +383,10 @@ class StatusReport:
         replaced SQLite file), the database unreachable for longer than
         ``database_threshold`` seconds (``database_down_for``: as this replica saw it),
         unreadable now, a task failing ("NAME is failing (3 runs in a row, last: ...)")
-        or overdue. A read failing inside a short outage is not yet a problem."""
+        or overdue, an enabled schedule row invalid ("NAME is invalid: why"). A row whose
+        job no live replica offers is not a problem of its own: like a code task no
+        replica runs, it is one once a tick of it is overdue. A read failing inside a
+        short outage is not yet a problem."""
         problems: list[str] = list(replica)
         outage = database_down_for is not None and database_down_for > database_threshold
         if outage:
@@ -354,9 +395,12 @@ class StatusReport:
             problems.append(f"the database refuses the status read: {self.database_error}")
         elif self.database_error is not None and (database_down_for is None or outage):
             problems.append(f"database unreachable: {self.database_error}")
+        invalid = self.invalid
         for task in self.tasks:
             if task.shown_state == "failing":
                 problems.append(failing_problem(task))
+            elif task.name in invalid:
+                problems.append(invalid_problem(task))
         problems.extend(f"{name} is overdue" for name in self.overdue)
         return Health(
             ok=not problems,
@@ -364,6 +408,7 @@ class StatusReport:
             overdue=self.overdue,
             database_down_for=database_down_for,
             failing=self.failing,
+            invalid=invalid,
         )
 
 
@@ -372,3 +417,8 @@ def failing_problem(task: TaskStatus) -> str:
     last = task.last_failure
     said = None if last is None else (last.error_summary or last.outcome)
     return f"{task.name} is failing ({task.failure_text}, last: {said})"
+
+
+def invalid_problem(task: TaskStatus) -> str:
+    """The problem an invalid schedule row is in :meth:`StatusReport.health`, one line."""
+    return f"{task.name} is invalid: {task.invalid}"

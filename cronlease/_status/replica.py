@@ -9,6 +9,7 @@ none of it."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from cronlease._lease.database import connect_state
@@ -46,8 +47,11 @@ def replica_health(
     replica's skipped ticks by task and reason; ``down_for``: how long its database
     has not answered; ``problems``: what it knows is wrong with itself."""
     declared = [DeclaredTask.of(task) for task in tasks]
+    # the replica's own tasks (the rows it runs among them): a row it does not run, invalid
+    # or not offered, is the fleet's status (the page's overview, status --check), not a
+    # reason to fail this replica's probe
     report = build_report(
-        snapshot,
+        replace(snapshot, schedules=None),
         declared,
         database=store.url,
         now=datetime.now(timezone.utc),

@@ -32,6 +32,7 @@ __all__ = [
     "STREAK_NEUTRAL_OUTCOMES",
     "DeclaredTask",
     "Scrubber",
+    "StoredTask",
     "failure_streak",
     "full_name",
     "holder_id",
@@ -131,6 +132,40 @@ class DeclaredTask:
     def start_for(self, fire_time: datetime) -> float:
         """Seconds after ``fire_time`` its tick starts: its jitter offset (0 without)."""
         return start_after(self.name, self.schedule, fire_time, self.jitter)
+
+
+@dataclass(frozen=True)
+class StoredTask:
+    """A schedule row (docs/design.md §5.37) as the status model judges it: a declared task
+    whose schedule and options are the row's.
+
+    ``declared`` is the task a replica builds from it, None when the row is ``invalid``
+    (then no replica runs it; ``invalid`` says why, and ``schedule`` is the row's text).
+    ``offered``: a live replica offers its ``job`` (read with the rows).
+    """
+
+    name: str
+    task: str
+    job: str
+    schedule: str
+    enabled: bool
+    declared: DeclaredTask | None
+    invalid: str | None = None
+    offered: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.declared is None) == (self.invalid is None):
+            raise ValueError("a schedule row is invalid exactly when no task is made of it")
+
+    @property
+    def alert_after(self) -> int:
+        return 1 if self.declared is None else self.declared.alert_after
+
+    @property
+    def unoffered(self) -> bool:
+        """The one rule of a row no replica runs for want of its job: enabled, valid, and
+        no live replica offers the job (none up at all, or none of this code)."""
+        return self.enabled and self.invalid is None and not self.offered
 
 
 def is_overdue(

@@ -6,7 +6,14 @@ from datetime import datetime, timedelta, timezone
 
 from cronlease._timing.schedule import zone_of
 
-__all__ = ["format_duration", "format_time", "lease_text", "no_replica_words", "zone_of"]
+__all__ = [
+    "format_duration",
+    "format_time",
+    "lease_text",
+    "no_job_words",
+    "no_replica_words",
+    "zone_of",
+]
 
 
 def format_time(moment: datetime) -> str:
@@ -48,3 +55,9 @@ def no_replica_words(roles: tuple[str, ...]) -> str:
     """``no live replica has role reports`` (``... has role a or b``): a task no replica
     running now can run, the same words in the CLI and on the page."""
     return f"no live replica has role {' or '.join(roles)}"
+
+
+def no_job_words(job: str) -> str:
+    """``no live replica offers job 'export'``: a schedule row no replica running now can
+    run, the same words in the CLI and on the page."""
+    return f"no live replica offers job {job!r}"

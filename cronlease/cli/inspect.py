@@ -17,6 +17,8 @@ from cronlease._service import (
 )
 from cronlease._status import (
     failing_problem,
+    invalid_problem,
+    no_job_words,
     no_replica_words,
     report_json,
     run_json,
@@ -62,6 +64,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     for task in report.tasks:
         if task.no_live_replica:
             print(f"\n{task.task}: {no_replica_words(task.roles)}")
+        if task.invalid is not None:
+            print(f"\n{task.task}: invalid schedule, not run: {task.invalid}")
+        if task.unoffered and task.job is not None:
+            print(f"\n{task.task}: {no_job_words(task.job)}")
     if report.clock is not None:
         print(
             f"\nclock: this host is {-report.clock.skew:+.3f} s off the database clock "
@@ -71,6 +77,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         for task in report.tasks:
             if task.shown_state == "failing":
                 print_error(failing_problem(task))
+            elif task.name in health.invalid:
+                print_error(invalid_problem(task))
         for name in health.overdue:
             print_error(f"{name} is overdue: its last tick did not start within its grace")
         return EXIT_FAILURE

@@ -231,7 +231,8 @@ def build_parser(
         "--check",
         action="store_true",
         help="exit 1 if a declared task is failing (its last alert_after runs failed) or "
-        "overdue past its grace, or the database is unreachable (a health probe)",
+        "overdue past its grace, an enabled schedule row is invalid, or the database is "
+        "unreachable (a health probe)",
     )
     status.add_argument(
         "-o",

@@ -81,6 +81,7 @@ def _collect(
         empty_without_tables=True,  # a database no replica has used yet is shown empty
         fleet=True,  # a task with roles no live replica has is said so
         namespace=page.namespace,
+        schedules=orphans,  # the overview shows the schedule rows as tasks (§5.37)
     )
     if scheduler is not None and snapshot.error is None:
         snapshot = replace(snapshot, clock=scheduler.clock_skew)
@@ -95,7 +96,8 @@ def _collect(
         skipped=None if scheduler is None else scheduler.skipped_ticks,
     )
     result: dict[str, Any] = {**report_json(report), "title": page.title, "replica": None}
-    words = {task.name: describe(task.schedule) for task in declared or ()}
+    stored = [row.declared for row in snapshot.schedules or () if row.declared is not None]
+    words = {task.name: describe(task.schedule) for task in (*(declared or ()), *stored)}
     for task in result["tasks"]:
         task["schedule_words"] = words.get(task["name"])
     if scheduler is not None:

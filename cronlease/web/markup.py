@@ -53,10 +53,11 @@ th{background:#f3f3f3;font-weight:600;white-space:nowrap}
 text-overflow:ellipsis;vertical-align:top}.tasks td:nth-child(1) a{max-width:12em}
 .meta{color:#555;margin:.2em 0}.sub{color:#777}.meta code{overflow-wrap:anywhere}
 a{color:#05c;text-decoration:none}a:hover{text-decoration:underline}
-.s-running{color:#05f}.s-paused{color:#b60}.s-idle{color:#555}
-.s-failing,.s-overdue{color:#fff;background:#c00;padding:0 4px;border-radius:3px;font-weight:600;
+.s-running{color:#05f}.s-paused{color:#b60}.s-idle{color:#555}.s-unoffered{color:#b60}
+.s-failing,.s-overdue,.s-invalid{color:#fff;background:#c00;padding:0 4px;border-radius:3px;
+font-weight:600;
 white-space:nowrap}
-tr.flag-failing,tr.flag-overdue{background:#fff1f1}
+tr.flag-failing,tr.flag-overdue,tr.flag-invalid{background:#fff1f1}
 .abandoned{color:#c00;font-weight:600}
 .o-succeeded,.o-running{color:#070}.o-bad{color:#c00;font-weight:600}
 .strip{display:inline-flex;gap:1px;vertical-align:middle}

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from cronlease._status import lease_text, no_replica_words
+from cronlease._status import lease_text, no_job_words, no_replica_words
 from cronlease.web.markup import (
     TASK_COLUMNS,
     document,
@@ -25,7 +25,7 @@ from cronlease.web.notice import Notice
 
 DEFAULT_REFRESH = 10
 #: shown states that put a task at the top of the overview, in this order
-FLAGGED = ("failing", "overdue")
+FLAGGED = ("invalid", "failing", "overdue")
 
 
 def shown_state(task: Mapping[str, Any]) -> str:
@@ -73,6 +73,10 @@ def schedule_cell(task: Mapping[str, Any]) -> str:
 
 def state_badge(task: Mapping[str, Any]) -> str:
     badge = _badge(task)
+    if task.get("invalid") is not None:
+        return f'{badge} <span class="sub">· {e(task["invalid"])}</span>'
+    if task.get("unoffered"):
+        return f'{badge} <span class="sub">· {e(no_job_words(str(task["job"])))}</span>'
     if not task.get("no_live_replica"):
         return badge
     return f'{badge} <span class="sub">· {e(no_replica_words(tuple(task["roles"])))}</span>'

@@ -476,3 +476,122 @@ def test_a_row_corrupted_by_hand_is_listed_invalid_and_repaired_by_set(
         "old": None,
         "new": {},
     }
+
+
+# --- the rows in `cronlease status` ------------------------------------------------------
+
+
+def _corrupt(url: str, name: str) -> None:
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                sa.update(schedules).where(schedules.c.name == name).values(kwargs="{not json")
+            )
+    finally:
+        engine.dispose()
+
+
+CODE_TASK = """
+[tasks.coded]
+call = "os:getpid"
+every = "1h"
+"""
+
+
+def test_status_shows_an_invalid_row_with_its_reason_and_check_fails(
+    tmp_path: Path, namespace: str, replica: Scheduler
+) -> None:
+    url = url_for("sqlite", tmp_path)
+    write_config(tmp_path, url, namespace, CODE_TASK)
+    for name in ("good", "broken"):
+        added = cli(
+            "schedule",
+            "add",
+            name,
+            "--job",
+            "purge",
+            "--every",
+            "1m",
+            "--args",
+            "[1]",
+            cwd=tmp_path,
+        )
+        assert added.returncode == 0, added.stderr
+    _corrupt(url, f"{namespace}:broken")
+
+    shown = cli("status", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert "invalid" in next(line for line in lines if line.startswith("broken "))
+    assert "idle" in next(line for line in lines if line.startswith("good "))
+    assert "broken: invalid schedule, not run: its JSON cannot be read" in shown.stdout
+    assert "orphaned" not in shown.stdout
+
+    report = cli_json("status", cwd=tmp_path)
+    tasks = {task["task"]: task for task in report["tasks"]}
+    assert set(tasks) == {"coded", "good", "broken"} and report["orphaned"] == []
+    assert (tasks["coded"]["source"], tasks["good"]["source"]) == ("code", "database")
+    broken = tasks["broken"]
+    assert (broken["shown_state"], broken["job"], broken["unoffered"]) == (
+        "invalid",
+        "purge",
+        False,
+    )
+    assert "JSON" in broken["invalid"] and report["invalid"] == [f"{namespace}:broken"]
+    assert (tasks["good"]["shown_state"], tasks["good"]["invalid"]) == ("idle", None)
+    assert tasks["good"]["next_fire_time"] is not None
+
+    checked = cli("status", "--check", cwd=tmp_path)
+    assert checked.returncode == 1, (checked.stdout, checked.stderr)
+    assert f"{namespace}:broken is invalid: its JSON cannot be read" in checked.stderr
+    assert cli("status", "--check", "--json", cwd=tmp_path).returncode == 1
+    # disabling the row silences it, as pausing a failing task does
+    _enable(url, f"{namespace}:broken", enabled=False)
+    assert cli("status", "--check", cwd=tmp_path).returncode == 0
+
+
+def _enable(url: str, name: str, *, enabled: bool) -> None:
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                sa.update(schedules).where(schedules.c.name == name).values(enabled=enabled)
+            )
+    finally:
+        engine.dispose()
+
+
+def test_status_says_no_live_replica_offers_a_rows_job_and_check_passes(
+    tmp_path: Path, namespace: str
+) -> None:
+    write_config(tmp_path, url_for("sqlite", tmp_path), namespace, CODE_TASK)
+    added = cli(
+        "schedule",
+        "add",
+        "lonely",
+        "--job",
+        "purge",
+        "--every",
+        "1h",
+        "--args",
+        "[1]",
+        cwd=tmp_path,
+    )
+    assert added.returncode == 0, added.stderr
+
+    shown = cli("status", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "unoffered" in next(
+        line for line in shown.stdout.splitlines() if line.startswith("lonely ")
+    )
+    assert "lonely: no live replica offers job 'purge'" in shown.stdout
+    task = next(t for t in cli_json("status", cwd=tmp_path)["tasks"] if t["task"] == "lonely")
+    assert (task["shown_state"], task["unoffered"], task["invalid"]) == ("unoffered", True, None)
+    # not a problem of its own: like a code task no replica runs, once a tick is overdue
+    checked = cli("status", "--check", cwd=tmp_path)
+    assert checked.returncode == 0, (checked.stdout, checked.stderr)
+    # a declared task of the status, known before it first runs (a declared one's words)
+    history = cli("history", "lonely", cwd=tmp_path)
+    assert history.returncode == 0, history.stderr
+    assert history.stdout == f"no runs of '{namespace}:lonely' recorded\n"

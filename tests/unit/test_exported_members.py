@@ -202,6 +202,7 @@ def test_the_store_and_status_modules_are_pinned() -> None:
         "RunStatus",
         "Snapshot",
         "StatusReport",
+        "StoredTask",
         "TaskStatus",
     ]
     assert cronlease.store.LeaseStore is cronlease.LeaseStore

@@ -19,6 +19,7 @@ from cronlease._status import (
     Scrubber,
     Snapshot,
     StatusReport,
+    StoredTask,
     TaskStatus,
     build_report,
     format_duration,
@@ -535,3 +536,121 @@ def test_json_writes_every_time_the_same_way() -> None:
     assert run["duration"] == 1.25 and task["last_success_at"] == run["finished_at"]
     assert run["attempt"] == 1 and task["abandoned"] is None
     assert data["overdue"] == [] and data["clock_skew"] is None
+
+
+# --- schedule rows (docs/design.md §5.37) -------------------------------------------------
+
+
+def stored(
+    name: str,
+    *,
+    invalid: str | None = None,
+    offered: bool = True,
+    enabled: bool = True,
+    alert_after: int = 1,
+) -> StoredTask:
+    task = DeclaredTask(name=name, schedule=EVERY_10S, enabled=enabled, alert_after=alert_after)
+    return StoredTask(
+        name=name,
+        task=name.split(":")[-1],
+        job="export",
+        schedule="every 10s",
+        enabled=enabled,
+        declared=None if invalid else task,
+        invalid=invalid,
+        offered=offered,
+    )
+
+
+def rows_report(
+    leases: Sequence[LeaseInfo],
+    declared: Sequence[DeclaredTask] | None,
+    rows: Sequence[StoredTask],
+    runs: dict[str, list[RunRecord]] | None = None,
+) -> StatusReport:
+    snapshot = Snapshot(leases=tuple(leases), runs=runs or {}, db_now=DB_NOW, schedules=tuple(rows))
+    return build_report(snapshot, declared, database="sqlite:///x.db", now=NOW, namespace="app")
+
+
+def test_a_schedule_row_is_a_declared_task_judged_as_a_code_task_is() -> None:
+    built = rows_report(
+        [lease("app:row", slot=NOW - timedelta(minutes=5)), lease("app:gone")],
+        [DeclaredTask(name="app:coded", schedule=EVERY_10S)],
+        [stored("app:row")],
+    )
+    assert [t.name for t in built.tasks] == ["app:coded", "app:row"]
+    assert [t.name for t in built.orphaned] == ["app:gone"]
+    row = built.tasks[1]
+    assert (row.declared, row.source, row.job, row.task) == (True, "database", "export", "row")
+    assert row.overdue and row.shown_state == "overdue" and row.next_fire is not None
+    assert built.health().problems == ("app:row is overdue",)
+
+
+def test_an_invalid_row_shows_its_reason_and_is_a_problem_unless_disabled_or_paused() -> None:
+    built = rows_report(
+        [lease("app:held", expires_in=30), lease("app:paused", paused=True)],
+        [],
+        [
+            stored("app:bad", invalid="its JSON cannot be read"),
+            stored("app:off", invalid="bad", enabled=False),
+            stored("app:paused", invalid="bad"),
+            stored("app:held", invalid="bad"),
+        ],
+        runs={"app:bad": [record("app:bad", "failed", "boom")]},
+    )
+    shown = {t.task: t for t in built.tasks}
+    bad = shown["bad"]
+    assert (bad.shown_state, bad.invalid, bad.schedule) == (
+        "invalid",
+        "its JSON cannot be read",
+        "every 10s",
+    )
+    assert (bad.next_fire, bad.overdue, bad.alert_after, bad.failing) == (None, False, 1, True)
+    assert shown["held"].shown_state == "invalid"  # even while an old run holds the lease
+    assert shown["paused"].shown_state == "paused"
+    assert shown["off"].shown_state == "invalid"
+    assert built.invalid == ("app:bad", "app:held")
+    assert built.failing == ()  # shown invalid: one problem, the reason
+    health = built.health()
+    assert health.problems == (
+        "app:bad is invalid: its JSON cannot be read",
+        "app:held is invalid: bad",
+    )
+    assert health.invalid == built.invalid and not health.ok
+
+
+def test_a_row_no_live_replica_offers_is_unoffered_below_running_and_overdue() -> None:
+    built = rows_report(
+        [lease("app:busy", expires_in=30), lease("app:late", slot=NOW - timedelta(minutes=5))],
+        None,
+        [
+            stored("app:idle", offered=False),
+            stored("app:busy", offered=False),
+            stored("app:late", offered=False),
+            stored("app:off", offered=False, enabled=False),
+        ],
+    )
+    shown = {t.task: t for t in built.tasks}
+    assert {name: t.shown_state for name, t in shown.items()} == {
+        "idle": "unoffered",
+        "busy": "running",
+        "late": "overdue",
+        "off": "idle",
+    }
+    assert (shown["idle"].unoffered, shown["off"].unoffered) == (True, False)
+    assert built.health().problems == ("app:late is overdue",)
+
+
+def test_a_code_tasks_name_wins_over_a_row_of_the_same_name() -> None:
+    built = rows_report([], [DeclaredTask(name="app:x", schedule=EVERY_10S)], [stored("app:x")])
+    assert [(t.name, t.source) for t in built.tasks] == [("app:x", "code")]
+
+
+def test_only_a_schedule_row_is_invalid_or_unoffered() -> None:
+    base = report([], [DeclaredTask(name="t", schedule=EVERY_10S)]).tasks[0]
+    with pytest.raises(ValueError, match="only a schedule row"):
+        dataclasses.replace(base, unoffered=True)
+    with pytest.raises(ValueError, match="schedule row is a declared task with a job"):
+        dataclasses.replace(base, source="database")
+    with pytest.raises(ValueError, match="invalid exactly when"):
+        StoredTask(name="x", task="x", job="j", schedule="every 1s", enabled=True, declared=None)
