@@ -234,8 +234,21 @@ def test_a_replica_starts_with_its_rows_and_catches_them_up(
     try:
         assert replica.get_task("hourly").full_name == f"{task_name}:hourly"
         wait_for(lambda: ran, 10, "the caught-up tick")
-        runs = store.history(f"{task_name}:hourly")
-        assert [run.outcome for run in runs] == ["succeeded", "succeeded"], runs
+        # the job returned; its outcome is recorded just after
+        runs = wait_for(
+            lambda: (
+                [
+                    run.outcome
+                    for run in store.history(f"{task_name}:hourly")
+                    if run.outcome != "running"
+                ]
+                == ["succeeded", "succeeded"]
+                or None
+            ),
+            10,
+            lambda: f"the caught-up run recorded: {store.history(f'{task_name}:hourly')}",
+        )
+        assert runs
     finally:
         replica.shutdown()
         replica.store.dispose()
