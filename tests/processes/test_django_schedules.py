@@ -1,7 +1,8 @@
 """The Django admin's schedules (cronlease.contrib.django.schedules) in the throwaway
 project, through Django's test client: added, changed, refused in the form (the
 model's words, on the field), a stale version refused naming the newer one, deleted
-with its history kept, and each page behind Django's permission of its kind.
+with its history kept, and each page behind Django's permission of its kind. A
+``manage.py cronlease run`` replica runs a row added after it started, within one poll.
 
 SQLite only: every write is ``cronlease.Schedules``'s, whose statements
 tests/contract/test_schedules.py proves on every backend.
@@ -9,10 +10,16 @@ tests/contract/test_schedules.py proves on every backend.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from cronlease import Schedules
+from cronlease._run.housekeeping.schedule_poll import DEFAULT_POLL_SECONDS
 from tests.conftest import url_for
 from tests.processes.test_django_app import (
     ADMIN_ONLY_URLS,
@@ -21,7 +28,10 @@ from tests.processes.test_django_app import (
     project_env,
     python,
 )
+from tests.support import ledger
 from tests.support.django_project import write_project
+from tests.support.ledger import assert_every_slot_once
+from tests.support.procs import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -74,3 +84,62 @@ def test_the_admin_adds_changes_refuses_and_deletes_schedules(
         "kept history 200 True",
         "admin only 200 200",
     ], pages.stdout + pages.stderr
+
+
+STAMP = """
+import os
+
+from cronlease.contrib.django import scheduler
+from tests.support import ledger as _ledger
+
+
+def stamp(ctx, tag):
+    # a job the project's code offers; a row passes the ledger tag it appends under
+    _ledger.append(os.environ["CRONLEASE_DATABASE_URL"], tag, ctx.slot)
+
+
+scheduler.register(stamp)
+"""
+
+
+def test_a_manage_py_cronlease_run_replica_runs_a_schedule_added_after_it_started(
+    tmp_path: Path, task_name: str
+) -> None:
+    """A schedule row added once ``manage.py cronlease run`` is up (``cronlease.Schedules``,
+    the model the admin's forms write through) runs within one poll (the default 5 s:
+    the Django settings do not set it), once per tick. SQLite only: the poll is the
+    Scheduler's, not the app's, and tests/processes/test_schedules.py follows rows on
+    every backend."""
+    url = url_for("sqlite", tmp_path)
+    manage = write_project(tmp_path, url)
+    with (tmp_path / "ledgerapp" / "tasks.py").open("a") as tasks:
+        tasks.write(STAMP)
+    ledger.setup(url)
+    env = project_env(tmp_path, url, task_name)
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(manage), "cronlease", "run", "--grace", "5"],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    model = Schedules(url)
+    tag = f"{task_name}-row"
+    try:
+        wait_for(lambda: "stamp" in model.jobs(), 20, "the replica offers its job")
+        added_at = time.time()
+        model.add(f"s{task_name}", job="stamp", every="1s", kwargs={"tag": tag})
+        wait_for(lambda: len(ledger.entries(url, tag)) >= 2, 12, "two runs of the row")
+    finally:
+        model.close()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    assert code == 0, log.read_text(errors="replace")
+    found = [slot for slot, _ in ledger.entries(url, tag)]
+    assert_every_slot_once(found)
+    # within one poll, at the schedule's first fire time after it was seen (1 s for the
+    # poll's read and the tick's start on a loaded host)
+    assert found[0] <= (added_at + DEFAULT_POLL_SECONDS + 1.0 + 1.0) * 1000, (found, added_at)
