@@ -68,7 +68,12 @@ def test_replicas_with_skewed_clocks_run_each_slot_once(db_url: str, task_name: 
     finally:
         codes = [replica.terminate() for replica in replicas]
     assert codes == [0, 0, 0], [replica.stderr()[-2000:] for replica in replicas]
-    assert_every_slot_once([slot for slot, _ in ledger.entries(db_url, task_name)])
+    try:
+        assert_every_slot_once([slot for slot, _ in ledger.entries(db_url, task_name)])
+    except AssertionError as failed:  # what each replica said, to tell why
+        said = zip(offsets, replicas, strict=True)
+        logs = "\n".join(f"--- {offset}:\n{replica.stderr()}" for offset, replica in said)
+        raise AssertionError(f"{failed}\n{logs}") from None
     if not db_url.startswith("sqlite"):
         # The fast replica was told about its clock. (SQLite's clock is the
         # replica's own, skewed along with it: one host has one clock.)
