@@ -120,6 +120,22 @@ def _row(row: Any) -> ScheduleRow:
     )
 
 
+def _latest_seq(conn: Connection, namespace: str) -> int:
+    """The highest change seq of ``namespace``, 0 before any (index (namespace, seq))."""
+    value = conn.execute(
+        select(func.max(schedule_changes.c.seq)).where(schedule_changes.c.namespace == namespace)
+    ).scalar()
+    return int(value) if value is not None else 0
+
+
+def _rows(conn: Connection, namespace: str) -> list[ScheduleRow]:
+    """Every schedule row of ``namespace``, sorted by name."""
+    found = conn.execute(
+        select(schedules).where(schedules.c.namespace == namespace).order_by(schedules.c.name)
+    ).all()
+    return [_row(row) for row in found]
+
+
 class ScheduleRowStore:
     """The schedule statements of one store (``LeaseStore.schedule_rows``); every method
     raises StoreError for a database failure, like the store's own."""
@@ -136,12 +152,8 @@ class ScheduleRowStore:
         one indexed statement (index (namespace, seq))."""
 
         def read(conn: Connection) -> int:
-            statement = select(func.max(schedule_changes.c.seq)).where(
-                schedule_changes.c.namespace == namespace
-            )
             with conn.begin():
-                value = conn.execute(statement).scalar()
-            return int(value) if value is not None else 0
+                return _latest_seq(conn, namespace)
 
         return self._call("reading the latest schedule change", read)
 
@@ -153,17 +165,7 @@ class ScheduleRowStore:
 
         def read(conn: Connection) -> tuple[int, list[ScheduleRow]]:
             with conn.begin():
-                seq = conn.execute(
-                    select(func.max(schedule_changes.c.seq)).where(
-                        schedule_changes.c.namespace == namespace
-                    )
-                ).scalar()
-                found = conn.execute(
-                    select(schedules)
-                    .where(schedules.c.namespace == namespace)
-                    .order_by(schedules.c.name)
-                ).all()
-            return (int(seq) if seq is not None else 0), [_row(row) for row in found]
+                return _latest_seq(conn, namespace), _rows(conn, namespace)
 
         return self._call("reading schedule rows", read)
 
@@ -172,13 +174,8 @@ class ScheduleRowStore:
         status model's read: it follows no change seq)."""
 
         def read(conn: Connection) -> list[ScheduleRow]:
-            statement = (
-                select(schedules)
-                .where(schedules.c.namespace == namespace)
-                .order_by(schedules.c.name)
-            )
             with conn.begin():
-                return [_row(row) for row in conn.execute(statement).all()]
+                return _rows(conn, namespace)
 
         return self._call("reading schedule rows", read)
 
