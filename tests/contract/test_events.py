@@ -81,7 +81,7 @@ def test_a_taken_over_lease_is_reported_lost(db_url: str, task_name: str) -> Non
         wait_for(lambda: ctx.lost, 10, "ctx.lost")
         done.set()
 
-    task = scheduler.add_task(long_run, every="1s", lease_ttl=1, name=task_name)
+    task = scheduler.add_task(long_run, every="1s", lease_ttl=1, name=task_name, grace="30s")
     thread = threading.Thread(
         target=scheduler.runner.run_tick, args=(task, datetime.now(timezone.utc))
     )

@@ -41,7 +41,7 @@ def test_heartbeats_keep_a_long_run_exclusive(db_url: str, task_name: str) -> No
         started.set()
         release.wait(30)
 
-    task = scheduler.add_task(long_run, every="1s", lease_ttl=1, name=task_name)
+    task = scheduler.add_task(long_run, every="1s", lease_ttl=1, name=task_name, grace="30s")
     other = LeaseStore.from_url(db_url)
     fire_time = datetime.now(timezone.utc)
     runner = threading.Thread(target=scheduler.runner.run_tick, args=(task, fire_time))
@@ -84,7 +84,7 @@ def test_run_that_cannot_renew_learns_it_lost_the_lease(tmp_path: Path, task_nam
         lost_seen.set()
         finish.wait(30)
 
-    task = scheduler.add_task(long_run, every="1s", lease_ttl=1, name=task_name)
+    task = scheduler.add_task(long_run, every="1s", lease_ttl=1, name=task_name, grace="30s")
     fire_time = datetime.now(timezone.utc)
     outcome: list[str | None] = []
     runner = threading.Thread(

@@ -121,7 +121,7 @@ def test_a_lost_lease_is_counted(db_url: str, task_name: str) -> None:
     def long_run(ctx: RunContext) -> None:
         wait_for(lambda: ctx.lost, 10, "ctx.lost")
 
-    task = scheduler.add_task(long_run, every="1s", lease_ttl=1, name=task_name)
+    task = scheduler.add_task(long_run, every="1s", lease_ttl=1, name=task_name, grace="30s")
     result: list[str | None] = []
     thread = threading.Thread(
         target=lambda: result.append(scheduler.runner.run_tick(task, datetime.now(timezone.utc)))

@@ -25,7 +25,7 @@ def main() -> None:
     def write_ledger(ctx: object) -> None:
         ledger.append(url, name, ctx.slot)  # type: ignore[attr-defined]
 
-    task = scheduler.add_task(write_ledger, every="1s", name=name)
+    task = scheduler.add_task(write_ledger, every="1s", name=name, grace="30s")
     scheduler.runner.ensure_schema()
     print("ready", flush=True)
     for line in sys.stdin:

@@ -22,11 +22,12 @@ import threading
 from datetime import datetime, timezone
 
 from cronlease import RunContext, Scheduler
-from tests.support import ledger
+from tests.support import faketime_sleep, ledger
 from tests.support.json_log import JsonFormatter
 
 
 def main() -> None:
+    faketime_sleep.install()
     url, name = sys.argv[1], sys.argv[2]
     every = sys.argv[3] if len(sys.argv) > 3 else "1s"
     catchup = sys.argv[4] if len(sys.argv) > 4 else "latest"

@@ -27,6 +27,8 @@ from sqlalchemy.pool import NullPool
 
 from cronlease import RunContext, RunStarted, Scheduler, TickSkipped
 from cronlease._lease.database import normalize_url
+from cronlease._lease.store import LeaseStore
+from tests.support import faketime_sleep
 from tests.support.foreground import run_forever_announced
 
 _metadata = MetaData()
@@ -49,6 +51,13 @@ def _engine(url: str) -> Engine:
 
 def setup(url: str) -> None:
     _metadata.create_all(_engine(url), checkfirst=True)
+    # made before the replicas start: replicas creating tables at once is
+    # tests/contract/test_migration.py::test_replicas_upgrading_at_once's
+    store = LeaseStore.from_url(url)
+    try:
+        store.create_tables()
+    finally:
+        store.dispose()
 
 
 def entries(url: str, task: str) -> list[tuple[int, int, float, float]]:
@@ -66,6 +75,7 @@ def entries(url: str, task: str) -> list[tuple[int, int, float, float]]:
 
 def main() -> None:
     url, prefix = sys.argv[1], sys.argv[2]
+    faketime_sleep.install()
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
     )
