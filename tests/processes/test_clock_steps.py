@@ -124,6 +124,10 @@ def test_a_replica_stepped_forward_and_back_refires_at_once_and_never_early_or_t
         for replica in replicas:
             replica.expect("started")
         wait_for(lambda: len(stepped_replica.entries(db_url, every)) >= 3, 30, "three runs")
+        # its timer has made a pass, so its step watch has a reading from before the step:
+        # the other replicas' runs do not show that, and a replica starved of CPU said
+        # "started" seconds before its timer's first pass, then saw no step forward
+        wait_decided(stepped, own, lambda slot: True, 30, "a tick the stepped replica decided")
 
         forward_at = time.time()
         clock.set(+HOUR)
