@@ -1,16 +1,19 @@
 """What the queue-beat process tests (Celery, Dramatiq, RQ) check of a counted window.
 
 The window is the whole seconds between the fleet being up and the stop: inside it
-every tick must have been sent and run once. At its edges, replicas start and stop
-on a loaded machine, and a tick won past its grace is recorded ``missed`` (the
-engine's promise: released unsent, never sent late); that is allowed there only.
+every tick must have been sent and run once, never twice. A machine starved of CPU
+(the suite runs four tests at once on two cores) can stall every replica past a
+one-second tick's half-second grace: that tick is recorded ``missed`` (the engine's
+promise: released unsent, never sent late) or, behind a timer that woke late, not
+decided at all (the schedule fires once, at the latest instant due). One such tick
+per entry is allowed inside the window, and any at its edges, where replicas start
+and stop; a tick recorded any other way than sent or missed is not.
 """
 
 from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterable
 
 from cronlease._lease.store import LeaseStore
 from cronlease.config import DATABASE_ENV
@@ -38,14 +41,35 @@ def missing_slots(slots: set[int], start: float, end: float) -> list[int]:
     return [s * 1000 for s in range(first, last + 1) if s * 1000 not in slots]
 
 
-def assert_sent_outcomes(store: LeaseStore, names: Iterable[str], start: float, end: float) -> None:
-    """Every recorded tick of the window succeeded; one at its edges succeeded or was missed."""
+#: ticks of one entry a window may lose to a stalled machine (the module docstring)
+STALLED_TICKS = 1
+
+
+def assert_window_ran(
+    fleet: QueueFleet, by_entry: dict[str, set[int]], start: float, end: float
+) -> None:
+    """Every entry ran each tick of the window (``by_entry``: the slots its bodies ran)
+    but at most :data:`STALLED_TICKS`, each recorded missed or not decided; the
+    history records each tick sent or missed."""
     first, last = window(start, end)
-    for name in names:
-        for run in store.history(name, 200):
-            inside = first * 1000 <= run.slot <= last * 1000
-            allowed = {"succeeded"} if inside else {"succeeded", "missed"}
-            assert run.outcome in allowed, (name, run.slot, run.outcome, inside)
+    lost: dict[str, list[tuple[int, str | None]]] = {}
+    for name in fleet.names():
+        outcomes = {run.slot: run.outcome for run in fleet.store.history(name, 200)}
+        for slot, outcome in outcomes.items():
+            assert outcome in {"succeeded", "missed"}, (name, slot, outcome)
+        gaps = missing_slots(by_entry.get(name, set()), start, end)
+        if gaps:
+            lost[name] = [(slot, outcomes.get(slot)) for slot in gaps]
+    too_many = {
+        name: gaps
+        for name, gaps in lost.items()
+        if len(gaps) > STALLED_TICKS or any(outcome == "succeeded" for _, outcome in gaps)
+    }
+    if too_many:
+        logs = "\n".join(f"--- replica:\n{proc.stderr()[-2000:]}" for proc in fleet.replicas)
+        raise AssertionError(
+            f"ticks never run in [{first}, {last}] (slot, recorded outcome): {too_many}\n{logs}"
+        )
 
 
 class QueueFleet:
