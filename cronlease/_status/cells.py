@@ -17,11 +17,25 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from cronlease._status.model import RunStatus, StatusReport, TaskStatus
-from cronlease._status.text import format_duration, format_time
+from cronlease._status.text import format_duration, format_time, no_job_words, no_replica_words
 
-__all__ = ["history_rows", "orphan_rows", "relative", "short_time", "status_rows"]
+__all__ = ["history_rows", "orphan_rows", "relative", "short_time", "status_rows", "task_notes"]
 
 _CRON = re.compile(r"^cron '(?P<expression>.*)' \((?P<zone>.*)\)$")
+
+
+def task_notes(report: StatusReport) -> list[str]:
+    """What a state word does not say, a line per task below the table: no live replica
+    can run it (roles), why a schedule row is invalid, no live replica offers its job."""
+    notes = []
+    for task in report.tasks:
+        if task.no_live_replica:
+            notes.append(f"{task.task}: {no_replica_words(task.roles)}")
+        if task.invalid is not None:
+            notes.append(f"{task.task}: invalid schedule, not run: {task.invalid}")
+        if task.unoffered and task.job is not None:
+            notes.append(f"{task.task}: {no_job_words(task.job)}")
+    return notes
 
 
 def status_rows(report: StatusReport, *, wide: bool) -> tuple[list[str], list[list[str]]]:

@@ -18,12 +18,10 @@ from cronlease._service import (
 from cronlease._status import (
     failing_problem,
     invalid_problem,
-    no_job_words,
-    no_replica_words,
     report_json,
     run_json,
 )
-from cronlease._status.cells import history_rows
+from cronlease._status.cells import history_rows, task_notes
 from cronlease.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -61,13 +59,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if report.orphaned:
         print()
         print(orphans_summary(report.orphaned))
-    for task in report.tasks:
-        if task.no_live_replica:
-            print(f"\n{task.task}: {no_replica_words(task.roles)}")
-        if task.invalid is not None:
-            print(f"\n{task.task}: invalid schedule, not run: {task.invalid}")
-        if task.unoffered and task.job is not None:
-            print(f"\n{task.task}: {no_job_words(task.job)}")
+    for note in task_notes(report):
+        print(f"\n{note}")
     if report.clock is not None:
         print(
             f"\nclock: this host is {-report.clock.skew:+.3f} s off the database clock "

@@ -83,6 +83,7 @@ def test_the_admin_adds_changes_refuses_and_deletes_schedules(
         "gone True",
         "kept history 200 True",
         "admin only 200 200",
+        "status invalid 200 True",  # the status view says why a row is not run
     ], pages.stdout + pages.stderr
 
 

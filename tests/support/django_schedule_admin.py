@@ -9,6 +9,7 @@ import os
 import sys
 
 import django
+import sqlalchemy as sa
 
 os.environ["DJANGO_SETTINGS_MODULE"] = "project_settings"
 django.setup()
@@ -19,6 +20,7 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
+from cronlease._lease.schema import schedules  # noqa: E402
 from cronlease.contrib.django import scheduler  # noqa: E402
 from cronlease.errors import UnknownScheduleError  # noqa: E402
 
@@ -113,3 +115,17 @@ history = client.get(f"{BASE}{name}/history/")
 say("kept history", history.status_code, shows(history, ">remove<", ">editor<"))
 with override_settings(ROOT_URLCONF=admin_only):  # no include: the admin's own pages
     say("admin only", client.get(BASE).status_code, client.get(f"{BASE}add/").status_code)
+
+# a row broken in the database: the status view says why no replica runs it
+broken = f"{name}-broken"
+scheduler.schedules.add(broken, job="export", every="1h", kwargs={"customer": "acme"})
+with scheduler.store.engine.begin() as conn:
+    conn.execute(
+        sa.update(schedules).where(schedules.c.name.endswith(broken)).values(kwargs="{garbage")
+    )
+status = client.get("/admin/cronlease/")
+say(
+    "status invalid",
+    status.status_code,
+    shows(status, broken, "invalid schedule, not run:", "JSON"),
+)

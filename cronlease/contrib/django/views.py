@@ -35,7 +35,7 @@ from cronlease._service import (
     redact,
     tables_exist,
 )
-from cronlease._status.cells import history_rows, status_rows
+from cronlease._status.cells import history_rows, status_rows, task_notes
 from cronlease.contrib.django._replica import PROG, declared_config
 from cronlease.errors import StoreError
 
@@ -68,12 +68,14 @@ class Pages:
         config = declared_config()
         headers: list[str] = []
         rows: list[list[str]] = []
+        notes: list[str] = []
         note = ""
         try:
             with open_store(config.database, config, read_only=True) as store:
                 found = tables_exist(store, config.database)
                 report = read_report(store, config, tables=found)
             headers, rows = status_rows(report, wide=True)
+            notes = task_notes(report)
             note = "" if found else no_tables(config.database)
         except (Failure, StoreError) as exc:
             note = str(exc)
@@ -85,6 +87,7 @@ class Pages:
             rows=[(reverse(self.history_url, args=[row[0]]), row) for row in rows],
             link_first=True,
             note=note,
+            notes=notes,
             database=redact(config.database),
         )
 
