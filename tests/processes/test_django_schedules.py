@@ -103,18 +103,35 @@ scheduler.register(stamp)
 """
 
 
+#: the job declared in the settings instead, with a poll of their own
+SETTINGS = """
+CRONLEASE = {
+    "SCHEDULE_POLL": "0.5s",
+    "JOBS": {"stamp": {"call": "ledgerapp.jobs:stamp"}},
+}
+"""
+
+
+@pytest.mark.parametrize("declared", ["code", "settings"])
 def test_a_manage_py_cronlease_run_replica_runs_a_schedule_added_after_it_started(
-    tmp_path: Path, task_name: str
+    tmp_path: Path, task_name: str, declared: str
 ) -> None:
     """A schedule row added once ``manage.py cronlease run`` is up (``cronlease.Schedules``,
-    the model the admin's forms write through) runs within one poll (the default 5 s:
-    the Django settings do not set it), once per tick. SQLite only: the poll is the
-    Scheduler's, not the app's, and tests/processes/test_schedules.py follows rows on
-    every backend."""
+    the model the admin's forms write through) runs within one poll, once per tick. Its
+    job registered by the project's code (the default 5 s poll), or declared in
+    ``settings.CRONLEASE["JOBS"]`` with ``"SCHEDULE_POLL": "0.5s"``. SQLite only: the
+    poll is the Scheduler's, not the app's, and tests/processes/test_schedules.py follows
+    rows on every backend."""
     url = url_for("sqlite", tmp_path)
-    manage = write_project(tmp_path, url)
-    with (tmp_path / "ledgerapp" / "tasks.py").open("a") as tasks:
-        tasks.write(STAMP)
+    manage = write_project(tmp_path, url, SETTINGS if declared == "settings" else "")
+    poll = 0.5 if declared == "settings" else DEFAULT_POLL_SECONDS
+    if declared == "code":
+        with (tmp_path / "ledgerapp" / "tasks.py").open("a") as tasks:
+            tasks.write(STAMP)
+    else:  # a module of its own: the settings import it, and it imports no scheduler
+        plain = STAMP.replace("scheduler.register(stamp)", "")
+        plain = plain.replace("from cronlease.contrib.django import scheduler\n", "")
+        (tmp_path / "ledgerapp" / "jobs.py").write_text(plain)
     ledger.setup(url)
     env = project_env(tmp_path, url, task_name)
     log = tmp_path / "run.log"
@@ -143,4 +160,4 @@ def test_a_manage_py_cronlease_run_replica_runs_a_schedule_added_after_it_starte
     assert_every_slot_once(found)
     # within one poll, at the schedule's first fire time after it was seen (1 s for the
     # poll's read and the tick's start on a loaded host)
-    assert found[0] <= (added_at + DEFAULT_POLL_SECONDS + 1.0 + 1.0) * 1000, (found, added_at)
+    assert found[0] <= (added_at + poll + 1.0 + 1.0) * 1000, (found, added_at)

@@ -100,6 +100,10 @@ def test_tasks_are_checked_by_the_cronlease_toml_code() -> None:
         ({"AUTOSTART": "yes"}, "key 'AUTOSTART': must be True or False"),
         ({"TASKS": []}, "key 'TASKS': must be a dict"),
         ({"ROLES": "reports"}, "key 'ROLES': must be an array of role names"),
+        ({"SCHEDULE_POLL": "soon"}, "key 'SCHEDULE_POLL': "),
+        ({"SCHEDULE_POLL": 0.001}, "key 'SCHEDULE_POLL': must be from 0.05 s to 1 hour"),
+        ({"JOBS": []}, "key 'JOBS': must be a table of [jobs.NAME] tables"),
+        ({"JOBS": {"export": {"command": "true", "every": "5m"}}}, "job 'export', key 'every'"),
         ([], "must be a dict"),
     ],
 )
@@ -114,3 +118,13 @@ def test_roles_are_the_replicas_and_reach_its_config() -> None:
     found = read_settings({"ROLES": ["reports", "ops", "reports"]}, SQLITE)
     assert found.config.roles == ("ops", "reports")  # sorted, distinct: as Scheduler(roles=)
     assert read_settings({}, SQLITE).config.roles == ()
+
+
+def test_schedule_poll_and_jobs_reach_the_config() -> None:
+    found = read_settings(
+        {"SCHEDULE_POLL": "2s", "JOBS": {"export": {"command": "true"}}}, SQLITE
+    ).config
+    assert found.schedule_poll == 2.0
+    assert list(found.jobs) == ["export"]
+    defaults = read_settings({}, SQLITE).config
+    assert (defaults.schedule_poll, defaults.jobs) == (None, {})

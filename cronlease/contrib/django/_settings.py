@@ -7,24 +7,29 @@
         "AUTOSTART": False,           # True: each serving process is a replica
         "NAMESPACE": "myapp",         # optional: prefixes every task name
         "ROLES": ["reports"],         # optional: this replica's roles (see Roles)
+        "SCHEDULE_POLL": "5s",        # optional: how often schedule rows are read
         "TASKS": {
             "purge-sessions": {"call": "myapp.jobs:purge", "every": "5m"},
             "backup": {"command": "pg_dump ...", "cron": "0 2 * * *"},
         },
+        "JOBS": {                     # optional: what schedule rows may run
+            "export": {"call": "myapp.jobs:export"},
+        },
     }
 
-A task's table takes the keys of a ``[tasks.NAME]`` table, validated by
-:class:`cronlease.config._validate.Validator`; an error names the setting,
-the task and the key, as for a file (``settings.CRONLEASE: task 'backup',
-key 'every': ...``).
+A task's table takes the keys of a ``[tasks.NAME]`` table, a job's those of
+a ``[jobs.NAME]`` table and ``SCHEDULE_POLL`` the values of ``[scheduler]
+schedule_poll``, validated by :class:`cronlease.config._validate.Validator`;
+an error names the setting, the task or job and the key, as for a file
+(``settings.CRONLEASE: task 'backup', key 'every': ...``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cronlease._options import type_name, unknown_key
 from cronlease._roles import parse_roles
@@ -36,7 +41,9 @@ from cronlease.errors import ConfigError, ConfigFileError
 
 __all__ = ["KEYS", "DjangoSettings", "read_settings"]
 
-KEYS = ("DATABASE", "AUTOSTART", "NAMESPACE", "ROLES", "TASKS")
+KEYS = ("DATABASE", "AUTOSTART", "NAMESPACE", "ROLES", "SCHEDULE_POLL", "TASKS", "JOBS")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,18 @@ def read_settings(
                 WHERE, "declared twice (in two Unicode forms of its name)", task=name
             )
         tasks[spec.name] = spec
+    poll = value.get("SCHEDULE_POLL")
+    schedule_poll = (
+        None
+        if poll is None
+        else _setting("SCHEDULE_POLL", lambda: validator.schedule_poll({"schedule_poll": poll}))
+    )
+    jobs_table = value.get("JOBS", {})
+    if isinstance(jobs_table, Mapping):
+        jobs_table = {
+            name: dict(job) if isinstance(job, Mapping) else job for name, job in jobs_table.items()
+        }
+    jobs = _setting("JOBS", lambda: validator.jobs(jobs_table))
     config = Config(
         path=Path(WHERE),
         database=url,
@@ -110,6 +129,20 @@ def read_settings(
         connect_args=connect_args,
         namespace=namespace,
         tasks=tasks,
+        jobs=jobs,
+        schedule_poll=schedule_poll,
         roles=roles,
     )
     return DjangoSettings(alias=alias, autostart=autostart, config=config)
+
+
+def _setting(key: str, read: Callable[[], T]) -> T:
+    """``read()``, an error about the whole value naming the setting's key as Django
+    spells it (``SCHEDULE_POLL``, not the file's ``schedule_poll``); an error inside a
+    job names the job and its own key, as for a file."""
+    try:
+        return read()
+    except ConfigFileError as exc:
+        if exc.job is None and exc.key == key.lower():
+            raise ConfigFileError(WHERE, exc.detail, key=key) from None
+        raise
