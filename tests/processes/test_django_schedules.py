@@ -84,6 +84,8 @@ def test_the_admin_adds_changes_refuses_and_deletes_schedules(
         "kept history 200 True",
         "admin only 200 200",
         "status invalid 200 True",  # the status view says why a row is not run
+        "admin log 1:admin 2:admin 2:editor 3:admin",  # Django's: added, changed twice, deleted
+        "logged change True",  # with the change's words
     ], pages.stdout + pages.stderr
 
 

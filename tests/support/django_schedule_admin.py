@@ -14,7 +14,8 @@ import sqlalchemy as sa
 os.environ["DJANGO_SETTINGS_MODULE"] = "project_settings"
 django.setup()
 
-from django.contrib.auth import get_user_model  # noqa: E402  (after setup)
+from django.contrib.admin.models import LogEntry  # noqa: E402  (after setup)
+from django.contrib.auth import get_user_model  # noqa: E402
 from django.contrib.auth.models import Permission  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
@@ -129,3 +130,8 @@ say(
     status.status_code,
     shows(status, broken, "invalid schedule, not run:", "JSON"),
 )
+
+# each write through the pages is in Django's admin log, by whom, with the change's words
+logged = LogEntry.objects.filter(object_id=name).order_by("action_time", "pk")
+say("admin log", *[f"{entry.action_flag}:{entry.user.get_username()}" for entry in logged])
+say("logged change", any("every" in entry.get_change_message() for entry in logged))

@@ -72,7 +72,9 @@ class ScheduleAdmin(admin.ModelAdmin):
             "change": self.has_change_permission,
             "delete": self.has_delete_permission,
         }
-        pages = SchedulePages(self.admin_site, lambda request, kind: kinds[kind](request))
+        pages = SchedulePages(
+            self.admin_site, lambda request, kind: kinds[kind](request), self.record
+        )
         wrap = self.admin_site.admin_view
         return [
             path("", wrap(require_safe(pages.changelist)), name=f"{prefix}_changelist"),
@@ -83,3 +85,16 @@ class ScheduleAdmin(admin.ModelAdmin):
             path("<path:name>/delete/", wrap(pages.delete), name=f"{prefix}_delete"),
             path("<path:name>/change/", wrap(pages.change), name=f"{prefix}_change"),
         ]
+
+    def record(self, request: HttpRequest, name: str, action: str, message: str) -> None:
+        """A write of the schedule pages in Django's admin log, as the admin logs its own
+        models' (the index's recent actions): the schedule's name, the change's words."""
+        obj = Schedule(name=name)  # unmanaged: nothing is read or written through the ORM
+        if action == "add":
+            self.log_addition(request, obj, message)
+        elif action == "change":
+            self.log_change(request, obj, message)
+        elif hasattr(self, "log_deletions"):  # Django 5.1 and later
+            self.log_deletions(request, [obj])
+        else:
+            self.log_deletion(request, obj, str(obj))

@@ -154,10 +154,24 @@ class SchedulePages:
     """The schedule pages of one admin site; ``allowed(request, what)`` is the model
     admin's ``has_<what>_permission``; the URL names are the admin's own."""
 
-    def __init__(self, site: AdminSite, allowed: Callable[[HttpRequest, str], bool]) -> None:
+    def __init__(
+        self,
+        site: AdminSite,
+        allowed: Callable[[HttpRequest, str], bool],
+        record: Callable[[HttpRequest, str, str, str], None],
+    ) -> None:
         self.site = site
         self.allowed = allowed
+        #: ``record(request, name, action, message)``: Django's admin log of a write
+        #: (``add``, ``change``, ``delete``), the model admin's
+        self.record = record
         self.prefix = f"{site.name}:cronlease_schedule"
+
+    def _recorded(self, request: HttpRequest, schedules: Schedules, name: str, action: str) -> None:
+        """Log a write the model made into Django's admin log (the user's recent actions),
+        with the change's words from the schedule's own history."""
+        changes = schedules.history(name)
+        self.record(request, name, action, changes[-1].text() if changes else "")
 
     def _permit(self, request: HttpRequest, what: str) -> None:
         if not self.allowed(request, what):
@@ -209,6 +223,7 @@ class SchedulePages:
             except (ConfigError, StoreError) as exc:
                 form.refused(exc)
             else:
+                self._recorded(request, schedules, name, "add")
                 return HttpResponseRedirect(self._url("change", name))
         context = {"form": form, "adding": True, "jobs": jobs, "history": []}
         return self._render(request, "schedule_form.html", "Add schedule", **context)
@@ -238,6 +253,7 @@ class SchedulePages:
             except (ConfigError, StoreError) as exc:
                 form.refused(exc)
             else:
+                self._recorded(request, schedules, name, "change")
                 return HttpResponseRedirect(self._url("change", name))
         context = {
             "form": form,
@@ -264,6 +280,7 @@ class SchedulePages:
             except (ConfigError, StoreError) as exc:
                 error = str(exc)
             else:
+                self._recorded(request, schedules, name, "delete")
                 return HttpResponseRedirect(self._url("changelist"))
         return self._render(
             request,
