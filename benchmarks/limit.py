@@ -20,10 +20,12 @@ executions per tick (SQL statements the server runs: a script's statements,
 wire through a counting proxy; SQLite: library calls), transactions per tick
 (PostgreSQL: ``pg_stat_database.xact_commit``; MariaDB: the session's
 ``Com_commit`` + ``Com_rollback``; SQLite: BEGINs; raw: each autocommit statement) and µs per
-task for the whole tick (median of per-round values, median over runs), and
-the ratio cronlease / raw. Each backend uses a database of its own (PostgreSQL
-and MariaDB: ``cronlease_limit_<pid>``, dropped at the end; SQLite: a temp
-file). The raw driver never prepares on PostgreSQL (cronlease's default).
+task for the whole tick (median of per-round values, median over runs), the
+ratio cronlease / raw, and the client's own CPU µs per task (this thread's CPU
+time: the library and driver, not the server's work nor waiting for it). Each
+backend uses a database of its own (PostgreSQL and MariaDB:
+``cronlease_limit_<pid>``, dropped at the end; SQLite: a temp file). The raw
+driver never prepares on PostgreSQL (cronlease's default).
 
     python benchmarks/limit.py [--backends postgresql,mysql,sqlite] [--sizes 1,10,100,1000]
                                [--rounds 15] [--runs 3] [--json FILE]
@@ -389,6 +391,7 @@ def run_once(backend: str, url: URL, sizes: list[int], rounds: int) -> dict[int,
                 ]
 
             us: dict[str, list[float]] = {"cronlease": [], "raw": []}
+            cpu: dict[str, list[float]] = {"cronlease": [], "raw": []}
             calls: dict[str, list[int]] = {"cronlease": [], "raw": []}
             executions: list[int] = []
             won = {"cronlease": 0, "raw": 0}
@@ -400,17 +403,19 @@ def run_once(backend: str, url: URL, sizes: list[int], rounds: int) -> dict[int,
                     if path == "cronlease":
                         batch = requests(slot)
                         counts.reset()
-                        started = time.perf_counter()
+                        started, on_cpu = time.perf_counter(), time.thread_time()
                         got = cronlease_tick(store, batch)
                     else:
                         raw.calls = 0
-                        started = time.perf_counter()
+                        started, on_cpu = time.perf_counter(), time.thread_time()
                         got = raw.tick(r_names, slot, "bench")
                     elapsed = time.perf_counter() - started
+                    client = time.thread_time() - on_cpu
                     if round_ == 0:
                         continue
                     won[path] += got
                     us[path].append(elapsed / n * 1e6)
+                    cpu[path].append(client / n * 1e6)
                     if path == "cronlease":
                         calls[path].append(counts.calls)
                         executions.append(counts.executions + counts.commits)
@@ -419,6 +424,8 @@ def run_once(backend: str, url: URL, sizes: list[int], rounds: int) -> dict[int,
             figures: Figures = {
                 "cronlease_us": median(us["cronlease"]),
                 "raw_us": median(us["raw"]),
+                "cronlease_cpu": median(cpu["cronlease"]),
+                "raw_cpu": median(cpu["raw"]),
                 "cronlease_calls": median(calls["cronlease"]),
                 "raw_calls": median(calls["raw"]),
                 # SQLite's COMMIT is a library call; the others' are in their scripts
@@ -546,7 +553,12 @@ def round_trips(backend: str, url: URL, sizes: list[int], base: int) -> dict[int
 
 # --- main --------------------------------------------------------------------------
 
-COLUMNS = ("calls", "executions", "trips", "xacts", "us")
+
+def _short(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+COLUMNS = ("calls", "executions", "trips", "xacts", "us", "cpu")
 
 
 def main() -> None:
@@ -577,11 +589,12 @@ def main() -> None:
                     med["cronlease_us"],
                     med["raw_us"],
                     f"{ratio:.2f}x",
+                    f"{_short(med['cronlease_cpu'])} / {_short(med['raw_cpu'])}",
                     f"{med['cronlease_won']:.0%} / {med['raw_won']:.0%}",
                 ]
             )
             for column in COLUMNS:
-                per = "per_task" if column == "us" else "per_tick"
+                per = "per_task" if column in ("us", "cpu") else "per_tick"
                 for path in ("cronlease", "raw"):
                     figures[f"{backend}.n{n}.{path}_{column}_{per}"] = med[f"{path}_{column}"]
             figures[f"{backend}.n{n}.ratio_us_per_task"] = ratio
@@ -596,6 +609,7 @@ def main() -> None:
             "cronlease µs/task",
             "raw µs/task",
             "ratio",
+            "client CPU µs/task",
             "won",
         ],
         rows,
