@@ -4,10 +4,10 @@ Recorded figures live in ``benchmarks/results.json`` (written by the scripts
 with ``--json``; the full runs behind README.md). ``--quick`` reruns shorter
 versions (fewer iterations, a smaller and shorter fleet, a shorter idle run);
 ratios of times are then indicative only, counts (duplicates, misses,
-transactions, round trips) must match exactly.
+transactions, round trips, statements per tick) must match exactly.
 
     python benchmarks/compare.py [--quick] [--record]
-        [--only acquire,batch,roundtrips,fleet,idle,idle_fleet]
+        [--only acquire,batch,limit,roundtrips,fleet,idle,idle_fleet]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ RECORDED = HERE / "results.json"
 FULL = {
     "acquire": ["acquire.py"],
     "batch": ["batch.py"],
+    "limit": ["limit.py"],
     "roundtrips": ["roundtrips.py"],
     "fleet": ["fleet.py"],
     "idle": ["idle.py"],
@@ -35,6 +36,7 @@ FULL = {
 QUICK = {
     "acquire": ["acquire.py", "--iterations", "500", "--runs", "2"],
     "batch": ["batch.py", "--rounds", "5", "--runs", "1"],
+    "limit": ["limit.py", "--rounds", "5", "--runs", "1"],
     "roundtrips": ["roundtrips.py"],
     "fleet": ["fleet.py", "--replicas", "8", "--tasks", "500", "--duration", "30"],
     "idle": ["idle.py", "--duration", "65"],

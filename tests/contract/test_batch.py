@@ -92,6 +92,81 @@ def test_a_batch_marks_abandoned_runs(store: LeaseStore, task_name: str) -> None
     assert {run.slot: run.outcome for run in store.history(task_name)}[slot - 2000] == "lost"
 
 
+def test_a_batch_of_many_records_sweeps_and_finishes_each_run(
+    store: LeaseStore, task_name: str
+) -> None:
+    """The many-row forms of the winners' sweep and run rows and of finishing (one
+    statement each over the batch on SQLite, not one execution per row): each run row
+    as a lone tick's, fenced per row, a late finish recorded lost, a kept lease kept."""
+    a, b, c, d = (f"{task_name}-{x}" for x in "abcd")
+    slot = now_slot()
+    first = store.acquire_many(
+        [
+            request(a, slot - 2000, ttl=0.05),
+            request(b, slot - 2000, ttl=0.05),
+            request(c, slot - 2000, ttl=60),
+        ]
+    )
+    assert all(isinstance(r, Lease) for r in first)
+    old_a, old_b, old_c = first  # type: ignore[misc]
+    wait_for(
+        lambda: all(lease.expires_at < store.database_time() for lease in store.leases([a, b])),
+        5,
+        "the dead holders' leases to expire",
+    )
+    manual = AcquireRequest(name=d, slot=slot + 7, ttl=60, holder="batch-test", manual=True)
+    second = store.acquire_many([request(a, slot), request(b, slot), request(c, slot), manual])
+    new_a, new_b, refused_c, new_d = second
+    assert isinstance(new_a, Lease) and isinstance(new_b, Lease) and isinstance(new_d, Lease)
+    assert isinstance(refused_c, Refusal) and refused_c.reason == "held"
+    rows = {lease.name: lease for lease in store.leases([a, b, c, d])}
+    for lease in (new_a, new_b):
+        runs = store.history(lease.name)
+        assert [(r.slot, r.fence, r.outcome, r.manual) for r in runs] == [
+            (slot, 2, "running", False),
+            (slot - 2000, 1, "abandoned", False),
+        ]
+        assert runs[0].holder == lease.holder == rows[lease.name].holder
+        assert runs[0].scheduled_for == slot / 1000
+        assert runs[0].started_at == rows[lease.name].acquired_at
+    (manual_run,) = store.history(d)
+    assert (manual_run.slot, manual_run.manual, manual_run.fence) == (slot + 7, True, 1)
+    assert rows[d].slot == -1  # a manual run keeps (here: makes) the slot cursor untouched
+    # the dead holders come back late (their leases are no longer theirs); c keeps its lease
+    store.finish_many(
+        [
+            FinishRequest.of(old_a, "succeeded", None),
+            FinishRequest.of(old_b, "failed", "late"),
+            FinishRequest.of(old_c, "failed", "boom", release=False),
+        ]
+    )
+    outcomes = {(r.name, r.slot): (r.outcome, r.error) for n in (a, b, c) for r in store.history(n)}
+    assert outcomes[a, slot - 2000][0] == "lost" and outcomes[b, slot - 2000][0] == "lost"
+    assert outcomes[a, slot] == outcomes[b, slot] == ("running", None)
+    assert outcomes[c, slot - 2000] == ("failed", "boom")
+    assert [r.expires_at for r in store.leases([a, b, c])] == [
+        rows[a].expires_at,
+        rows[b].expires_at,
+        rows[c].expires_at,
+    ]
+    assert all(r.finished_at is not None for n in (a, b) for r in store.history(n)[1:])
+    store.finish_many(
+        [
+            FinishRequest.of(new_a, "succeeded", None),
+            FinishRequest.of(new_b, "failed", "x" * 3),
+            FinishRequest.of(new_d, "succeeded", None),
+        ]
+    )
+    assert [(r.outcome, r.error) for r in (store.history(n)[0] for n in (a, b, d))] == [
+        ("succeeded", None),
+        ("failed", "xxx"),
+        ("succeeded", None),
+    ]
+    # released: the next slot is free at once for a and b, not for c (kept)
+    third = store.acquire_many([request(a, slot + 1), request(b, slot + 1), request(c, slot + 1)])
+    assert [type(r) for r in third] == [Lease, Lease, Refusal]
+
+
 def test_a_batch_names_each_task_once(store: LeaseStore, task_name: str) -> None:
     with pytest.raises(ValueError, match="at most once"):
         store.acquire_many([request(task_name, 1000), request(task_name, 2000)])

@@ -8,7 +8,10 @@ all the same. The RETURNING result is read fully before commit.
 Acquisitions of many pass one JSON array parameter read with ``json_each()``
 (one statement text whatever the count), rows upserted in name order, the
 whole batch in one transaction; a batch of one passes its values as scalar
-parameters to the same statement (:func:`acquire_statement`).
+parameters to the same statement (:func:`acquire_statement`). The winners'
+sweep and run rows, and a batch's finish, are one statement each over JSON rows
+too (:func:`won_statements`, :func:`finish_statements`), not an ``executemany``
+of one execution per task.
 
 Engines: WAL, a busy timeout and ``BEGIN IMMEDIATE`` for every transaction (a
 deferred one that later wants to write can fail at once with "database is
@@ -34,6 +37,7 @@ from sqlalchemy import (
     Delete,
     Double,
     MetaData,
+    TextClause,
     TextualSelect,
     column,
     create_engine,
@@ -49,6 +53,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.sql.elements import ColumnClause
 
 from cronlease._lease.dialects.base import (
+    ABANDONED_ERROR,
     HEARTBEAT_TIMEOUT,
     LIMIT,
     Statements,
@@ -141,6 +146,65 @@ UPDATE {leases.name} SET expires_at = {NOW_SQL} + {ttl}{source}
 RETURNING {leases.name}.name
 """
     ).columns(column("name"))
+
+
+def _json_rows(parameter: str, fields: Sequence[str]) -> str:
+    """The rows of a JSON array parameter, one column per field."""
+    columns = ", ".join(f"json_extract(value, '$.{f}') AS {f}" for f in fields)
+    return f"(SELECT {columns} FROM json_each(:{parameter}))"
+
+
+def won_statements() -> tuple[TextClause, TextClause]:
+    """A batch's winners, after its upsert: the abandoned-run sweep and their run rows,
+    each one statement over ``:b_won`` (name, holder, run_slot, manual) whatever the
+    count — not one execution per winner. Each finds its lease row by the attempt's
+    nonce, as MySQL's do (docs/design.md §3.6), for its fence and acquisition time."""
+    won = f"{_json_rows('b_won', ('name', 'holder', 'run_slot', 'manual'))} AS w"
+    ours = f"{leases.name} l ON l.name = w.name AND l.holder = w.holder"
+    abandon = text(
+        f"""
+UPDATE {runs.name} SET outcome = 'abandoned', error = :b_abandoned
+  FROM {won} JOIN {ours}
+ WHERE {runs.name}.name = l.name AND {runs.name}.outcome = 'running'
+   AND ({runs.name}.fence < l.fence OR {runs.name}.holder <> l.holder)
+"""
+    )
+    record = text(
+        f"""
+INSERT INTO {runs.name} (name, slot, manual, fence, holder, scheduled_for, started_at, outcome)
+SELECT l.name, w.run_slot, w.manual, l.fence, l.holder, w.run_slot / 1000.0, l.acquired_at,
+       'running'
+  FROM {won} JOIN {ours}
+"""
+    )
+    return abandon, record
+
+
+def finish_statements() -> tuple[TextClause, TextClause]:
+    """A batch's finish: its releases, then its runs' outcomes, each one statement over
+    a JSON array (``:b_released``: name, fence, holder; ``:b_finished``: the run's key,
+    fence, holder, outcome, error), fenced as the single statements are."""
+    release = text(
+        f"""
+UPDATE {leases.name} SET expires_at = {NOW_SQL} - 0.001
+  FROM {_json_rows("b_released", ("name", "fence", "holder"))} AS b
+ WHERE {leases.name}.name = b.name AND {leases.name}.fence = b.fence
+   AND {leases.name}.holder = b.holder
+"""
+    )
+    fields = ("name", "slot", "manual", "fence", "holder", "outcome", "error")
+    finish = text(
+        f"""
+UPDATE {runs.name}
+   SET outcome = CASE WHEN {runs.name}.outcome = 'abandoned' THEN 'lost' ELSE b.outcome END,
+       finished_at = {NOW_SQL}, error = b.error
+  FROM {_json_rows("b_finished", fields)} AS b
+ WHERE {runs.name}.name = b.name AND {runs.name}.slot = b.slot
+   AND {runs.name}.manual = b.manual AND {runs.name}.fence = b.fence
+   AND {runs.name}.holder = b.holder AND {runs.name}.outcome IN ('running', 'abandoned')
+"""
+    )
+    return release, finish
 
 
 class SQLiteFleet(FleetStatements):
@@ -366,49 +430,46 @@ class SQLiteStatements(Statements):
         self._acquire = {one: acquire_statement(one=one) for one in (True, False)}
         self._states = {one: states_statement(one=one) for one in (True, False)}
         self._heartbeat = {one: heartbeat_statement(one=one) for one in (True, False)}
+        # a batch of many: one statement each over JSON rows, not one execution per row
+        self._abandon_won, self._record_won = won_statements()
+        self._release_many, self._finish_many = finish_statements()
 
     def acquire(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]
     ) -> list[int | LeaseState | None]:
         rows = acquire_rows(requests, nonce_holders)
         one = len(rows) == 1
-        params = {f"b_{key}": value for key, value in rows[0].items()} if one else {}
+        scalars = {f"b_{key}": value for key, value in rows[0].items()} if one else {}
         with conn.begin():
             result = conn.execute(
-                self._acquire[one], params if one else {"b_batch": json.dumps(rows)}
+                self._acquire[one], scalars if one else {"b_batch": json.dumps(rows)}
             )
             won = {row.name: row for row in result}
-            if won:
-                asked = {row["name"]: row for row in rows}
-                conn.execute(
-                    self._abandon,
-                    [
-                        {"b_name": name, "b_fence": int(row.fence), "b_holder": row.holder}
-                        for name, row in won.items()
-                    ],
-                )
-                conn.execute(
-                    self._record_run,
+            if won and one:
+                self._record_one(conn, rows[0], won[rows[0]["name"]])
+            elif won:
+                winners = json.dumps(
                     [
                         {
-                            "b_name": name,
-                            "b_run_slot": asked[name]["run_slot"],
-                            "b_manual": asked[name]["slot"] < 0,
-                            "b_fence": int(row.fence),
-                            "b_holder": row.holder,
-                            "b_scheduled_for": asked[name]["run_slot"] / 1000.0,
-                            "b_started_at": float(row.acquired_at),
+                            "name": row["name"],
+                            "holder": row["holder"],
+                            "run_slot": row["run_slot"],
+                            "manual": int(row["slot"] < 0),
                         }
-                        for name, row in won.items()
-                    ],
+                        for row in rows
+                        if row["name"] in won
+                    ]
                 )
+                params = {"b_won": winners, "b_abandoned": ABANDONED_ERROR}
+                conn.execute(self._abandon_won, params)
+                conn.execute(self._record_won, params)
             lost = [request.name for request in requests if request.name not in won]
             states = {}
             if lost:
                 states = {
                     row.name: row
                     for row in conn.execute(
-                        self._states[one], params if one else {"b_names": json.dumps(lost)}
+                        self._states[one], scalars if one else {"b_names": json.dumps(lost)}
                     )
                 }
         results: list[int | LeaseState | None] = []
@@ -431,19 +492,38 @@ class SQLiteStatements(Statements):
                 results.append(None)
         return results
 
+    def _record_one(self, conn: Connection, asked: dict[str, Any], row: Any) -> None:
+        """A lone winner's sweep and run row, from scalar parameters."""
+        conn.execute(
+            self._abandon,
+            {"b_name": row.name, "b_fence": int(row.fence), "b_holder": row.holder},
+        )
+        conn.execute(
+            self._record_run,
+            {
+                "b_name": row.name,
+                "b_run_slot": asked["run_slot"],
+                "b_manual": asked["slot"] < 0,
+                "b_fence": int(row.fence),
+                "b_holder": row.holder,
+                "b_scheduled_for": asked["run_slot"] / 1000.0,
+                "b_started_at": float(row.acquired_at),
+            },
+        )
+
     def finish(self, conn: Connection, items: Sequence[FinishRequest]) -> None:
+        released = [item for item in items if item.release]
         with conn.begin():
-            # Lease rows first, in name order, as everywhere else.
-            released = [
-                {"b_name": item.name, "b_fence": item.fence, "b_holder": item.holder}
-                for item in sorted(items, key=lambda item: item.name)
-                if item.release
-            ]
-            if released:
-                conn.execute(self._release, released)
-            conn.execute(
-                self._finish_run,
-                [
+            # Lease rows first, as everywhere else (SQLite serializes writers anyway).
+            if len(items) == 1:
+                (item,) = items
+                if released:
+                    conn.execute(
+                        self._release,
+                        {"b_name": item.name, "b_fence": item.fence, "b_holder": item.holder},
+                    )
+                conn.execute(
+                    self._finish_run,
                     {
                         "b_name": item.name,
                         "b_run_slot": item.slot,
@@ -452,10 +532,28 @@ class SQLiteStatements(Statements):
                         "b_holder": item.holder,
                         "b_outcome": item.outcome,
                         "b_error": item.error,
-                    }
-                    for item in items
-                ],
-            )
+                    },
+                )
+                return
+            if released:
+                rows = [
+                    {"name": item.name, "fence": item.fence, "holder": item.holder}
+                    for item in released
+                ]
+                conn.execute(self._release_many, {"b_released": json.dumps(rows)})
+            finished = [
+                {
+                    "name": item.name,
+                    "slot": item.slot,
+                    "manual": int(item.manual),
+                    "fence": item.fence,
+                    "holder": item.holder,
+                    "outcome": item.outcome,
+                    "error": item.error,
+                }
+                for item in items
+            ]
+            conn.execute(self._finish_many, {"b_finished": json.dumps(finished)})
 
     def heartbeat(self, conn: Connection, beats: Sequence[Lease]) -> set[str]:
         rows = [
