@@ -50,6 +50,7 @@ from _common import (
     POSTGRES_ADMIN_URL,
     header,
     median,
+    pg_commits,
     table,
     write_json,
 )
@@ -346,16 +347,6 @@ def own_database(backend: str, tmp: Path) -> Iterator[URL]:
         admin.dispose()
 
 
-def pg_commits(url: URL) -> int:
-    engine = create_engine(url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        value = conn.execute(
-            text("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
-        ).scalar_one()
-    engine.dispose()
-    return int(value)
-
-
 def my_commits(dbapi: Any) -> int:
     """The session's COMMITs and ROLLBACKs so far (its transactions, outside autocommit)."""
     cursor = dbapi.cursor()
@@ -473,24 +464,24 @@ def transactions(
         # tick gets a connection of its own, and what connecting costs is taken off.
         raw.close()
         store.engine.dispose()
-        before = pg_commits(url)
+        before = pg_commits(url.render_as_string(hide_password=False))
         with store.engine.connect():
             pass
         store.engine.dispose()
-        c_baseline = pg_commits(url) - before
+        c_baseline = pg_commits(url.render_as_string(hide_password=False)) - before
         raw.connect()
         raw.close()
-        r_baseline = pg_commits(url) - before - c_baseline
+        r_baseline = pg_commits(url.render_as_string(hide_password=False)) - before - c_baseline
         for slot in range(first, last):
-            commits = pg_commits(url)
+            commits = pg_commits(url.render_as_string(hide_password=False))
             cronlease_tick(store, requests(slot))
             store.engine.dispose()
-            c_total += pg_commits(url) - commits - c_baseline
-            commits = pg_commits(url)
+            c_total += pg_commits(url.render_as_string(hide_password=False)) - commits - c_baseline
+            commits = pg_commits(url.render_as_string(hide_password=False))
             raw.connect()
             raw.tick(r_names, slot, "bench")
             raw.close()
-            r_total += pg_commits(url) - commits - r_baseline
+            r_total += pg_commits(url.render_as_string(hide_password=False)) - commits - r_baseline
         raw.connect()
     elif backend == "mysql":
         # cronlease's sessions are not in autocommit: a transaction ends with a COMMIT
