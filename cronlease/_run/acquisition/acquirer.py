@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import queue
 import threading
 import time
@@ -65,14 +66,16 @@ class Acquirer:
     def _loop(self) -> None:
         timers: list[tuple[float, int, Tick]] = []
         order = itertools.count()
-        # ticks no worker was free for, not sent to the database: (monotonic
-        # deadline or None, tick), offered again as soon as a worker frees
-        waiting: list[tuple[float | None, Tick]] = []
+        # ticks no worker was free for, not sent to the database: a heap of (monotonic
+        # deadline, order, tick), the earliest deadline first (inf: none); offered
+        # again, a few at a time, as soon as a worker frees
+        waiting: list[tuple[float, int, Tick]] = []
         workers = self._runner.workers
         outage = self._runner.outage
         while True:
             wakes = [timers[0][0]] if timers else []
-            wakes += [deadline for deadline, _ in waiting if deadline is not None]
+            if waiting and waiting[0][0] != math.inf:
+                wakes.append(waiting[0][0])
             timeout = None if not wakes else max(0.0, min(wakes) - time.monotonic())
             try:
                 first = self._inbox.get(timeout=timeout)
@@ -103,16 +106,21 @@ class Acquirer:
             while timers and timers[0][0] <= now:
                 ticks.append(heapq.heappop(timers)[2])
             if waiting:
-                expired = [
-                    tick for deadline, tick in waiting if deadline is not None and deadline <= now
-                ]
+                expired = []
+                while waiting and waiting[0][0] <= now:
+                    expired.append(heapq.heappop(waiting)[2])
                 if expired:
                     self._runner.skip_for_capacity(expired)
-                    waiting = [(d, tick) for d, tick in waiting if d is None or d > now]
-                if waiting and (workers.free > 0 or stop):
-                    # oldest first: they go ahead of newer ticks of the same tasks
-                    ticks = [tick for _, tick in waiting] + ticks
-                    waiting = []
+                free = workers.free
+                if waiting and (free > 0 or stop):
+                    # the earliest deadlines first, only as many as the free workers can
+                    # take (and a margin for those the slot check or admission drops):
+                    # offering every waiting tick for each freed worker made a storm of
+                    # 100,000 ticks quadratic (docs/design.md §4.2); they go ahead of
+                    # newer ticks of the same tasks
+                    count = len(waiting) if stop else reoffer_size(free)
+                    offered = [heapq.heappop(waiting)[2] for _ in range(min(count, len(waiting)))]
+                    ticks = offered + ticks
             for batch in distinct_tasks(ticks):
                 try:
                     decision = self._runner.acquire_ticks(
@@ -124,8 +132,8 @@ class Acquirer:
                 for due_at, retry in decision.retries:
                     heapq.heappush(timers, (due_at, next(order), retry))
                 for until, tick in decision.starved:
-                    deadline = None if until is None else time.monotonic() + until - time.time()
-                    waiting.append((deadline, tick))
+                    deadline = math.inf if until is None else time.monotonic() + until - time.time()
+                    heapq.heappush(waiting, (deadline, next(order), tick))
             if fired:
                 self._runner.pulse.beat()  # a pass APScheduler fired is decided
             ending = outage.ending
@@ -142,6 +150,18 @@ class Acquirer:
                 return
             if waiting:
                 workers.when_free(self._wake)
+
+
+#: waiting ticks offered again per free worker, and at least this many (a backup's ticks
+#: are mostly refused ``taken`` by the slot check: a few dozen per statement, not one)
+REOFFER_PER_FREE = 4
+REOFFER_AT_LEAST = 64
+
+
+def reoffer_size(free: int) -> int:
+    """How many waiting ticks to offer again when ``free`` workers are free: the work of
+    a pass stays proportional to what it can start, not to what waits."""
+    return max(REOFFER_PER_FREE * free, REOFFER_AT_LEAST)
 
 
 def _fired_by(timers: list[tuple[float, int, Tick]], wall: float) -> bool:
