@@ -376,8 +376,8 @@ class LeaseStore:
         if names is None or len(names) <= chunk_size:
             rows = self._call("reading leases", lambda conn: self.statements.leases(conn, names))
         else:
-            # by chunks: 100,000 names at start (the schedule check, catch-up) passed
-            # SQLite's bound-parameter limit
+            # by chunks: 100,000 names at start (the schedule check, catch-up) in one
+            # statement would pass a bound-parameter limit (SQLite's default 32,766)
             ordered = sorted(names)
             rows = []
             for start in range(0, len(ordered), chunk_size):
