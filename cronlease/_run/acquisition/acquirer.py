@@ -9,8 +9,9 @@ once, oldest first. Winners go straight to the worker threads (:attr:`TickRunner
 is registered, so losers never queue behind winners for a worker thread;
 late pickups go back on its timer heap. Ticks no worker was free for (the
 runner sends no more than the workers have free slots) wait here,
-holding no lease, and are offered again as soon as a worker frees, until
-their grace ends (then skipped as ``capacity``).
+holding no lease, earliest deadline first, and are offered again as soon as a
+worker frees — as many as the free workers can take, not all — until their
+grace ends (then skipped as ``capacity``).
 """
 
 from __future__ import annotations
