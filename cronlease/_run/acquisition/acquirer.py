@@ -16,6 +16,7 @@ grace ends (then skipped as ``capacity``).
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import logging
@@ -71,12 +72,17 @@ class Acquirer:
         # deadline, order, tick), the earliest deadline first (inf: none); offered
         # again, a few at a time, as soon as a worker frees
         waiting: list[tuple[float, int, Tick]] = []
+        # fired ticks not staged yet: a pass stages at most STAGE_SLICE of them, so the
+        # first of a storm's runs start before the last of its ticks are ranked
+        unstaged: collections.deque[Tick] = collections.deque()
         workers = self._runner.workers
         outage = self._runner.outage
         while True:
             wakes = [timers[0][0]] if timers else []
             if waiting and waiting[0][0] != math.inf:
                 wakes.append(waiting[0][0])
+            if unstaged:
+                wakes.append(0.0)
             timeout = None if not wakes else max(0.0, min(wakes) - time.monotonic())
             try:
                 first = self._inbox.get(timeout=timeout)
@@ -96,11 +102,11 @@ class Acquirer:
                 fired.extend(more)
             # Overlap and lateness are the tick path's: APScheduler's instance is
             # released as soon as the tick is handed over, not when its run ends.
-            ticks: list[Tick] = []
             for decided, group_ticks in fired:
                 decided()
-                ticks.extend(group_ticks)
-            ticks, later = self._runner.stage(ticks)
+                unstaged.extend(group_ticks)
+            size = len(unstaged) if stop else min(len(unstaged), STAGE_SLICE)
+            ticks, later = self._runner.stage([unstaged.popleft() for _ in range(size)])
             for due, tick in later:
                 heapq.heappush(timers, (due, next(order), tick))
             now = time.monotonic()
@@ -141,6 +147,7 @@ class Acquirer:
             if (
                 ending is not None
                 and (stop or began > ending[0])
+                and not unstaged
                 and not _fired_by(timers, ending[1])
             ):
                 # every tick fired before the outage ended is decided: its count is true
@@ -153,6 +160,9 @@ class Acquirer:
                 workers.when_free(self._wake)
 
 
+#: fired ticks staged per pass (ranked by rendezvous: ~6 µs a tick): a storm of 100,000
+#: ticks on each of 8 replicas sharing 2 cores took seconds to rank before its first run
+STAGE_SLICE = 2048
 #: waiting ticks offered again per free worker, and at least this many (a backup's ticks
 #: are mostly refused ``taken`` by the slot check: a few dozen per statement, not one)
 REOFFER_PER_FREE = 4
