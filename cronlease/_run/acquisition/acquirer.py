@@ -17,6 +17,7 @@ grace ends (then skipped as ``capacity``).
 from __future__ import annotations
 
 import collections
+import contextlib
 import heapq
 import itertools
 import logging
@@ -26,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from cronlease._run.replica_log.log_streaks import one_line_per_kind
 from cronlease._run.runner import TickRunner
 from cronlease._run.timer.ticks import Tick
 
@@ -66,6 +68,13 @@ class Acquirer:
         self._inbox.put([])
 
     def _loop(self) -> None:
+        # the per-task lines of the passes that stage one storm's slices, said once its
+        # last slice is staged: a line per kind for the storm, not one per slice
+        with contextlib.ExitStack() as storm:
+            self._passes(storm)
+
+    def _passes(self, storm: contextlib.ExitStack) -> None:
+        holding = False
         timers: list[tuple[float, int, Tick]] = []
         order = itertools.count()
         # ticks no worker was free for, not sent to the database: a heap of (monotonic
@@ -105,6 +114,9 @@ class Acquirer:
             for decided, group_ticks in fired:
                 decided()
                 unstaged.extend(group_ticks)
+            if len(unstaged) > STAGE_SLICE and not holding:
+                storm.enter_context(one_line_per_kind())
+                holding = True
             size = len(unstaged) if stop else min(len(unstaged), STAGE_SLICE)
             ticks, later = self._runner.stage([unstaged.popleft() for _ in range(size)])
             for due, tick in later:
@@ -141,6 +153,9 @@ class Acquirer:
                 for until, tick in decision.starved:
                     deadline = math.inf if until is None else time.monotonic() + until - time.time()
                     heapq.heappush(waiting, (deadline, next(order), tick))
+            if holding and not unstaged:
+                storm.close()  # the storm's lines, one per kind
+                holding = False
             if fired:
                 self._runner.pulse.beat()  # a pass APScheduler fired is decided
             ending = outage.ending
