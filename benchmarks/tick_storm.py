@@ -30,8 +30,10 @@ T tasks (or follows T rows), starts, and reports its start time and RSS (e.g. 1,
         [--mode code|rows] [--lead S] [--start-only] [--before DIR | --code DIR]
         [--json FILE]
 
-``--before DIR`` measures another checkout first (its replicas import cronlease from
-DIR), the same way, in the same sitting; ``--code DIR`` measures only that one. A
+``--keep`` keeps the ledgers and the replicas' logs (a directory under the system's
+temporary one, printed). ``--before DIR`` measures another checkout first (its
+replicas import cronlease from DIR), the same way, in the same sitting; ``--code
+DIR`` measures only that one. A
 storm of 100,000 on 8 replicas takes minutes (the replicas' start, ``--lead``, then
 the storm): on a shared machine, run one at a time. The default ``--lead`` allows for
 a slow start; the run stops, saying so, if a replica started too close to the instant.
@@ -48,6 +50,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -367,6 +370,8 @@ def run_tree(cluster: Cluster, code: str, args: argparse.Namespace) -> dict[str,
             stderrs.append(err.read())
             err.close()
         admin.dispose()
+        if args.start_only and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
     # the ledgers
     runs: Counter[tuple[str, int]] = Counter()
     started_at: list[float] = []
@@ -424,7 +429,10 @@ def run_tree(cluster: Cluster, code: str, args: argparse.Namespace) -> dict[str,
     result["warning_lines_max_per_second"] = max(per_second.values(), default=0)
     result["tracebacks"] = tracebacks
     result["examples"] = examples
-    result["work"] = str(work)
+    if args.keep:
+        result["work"] = str(work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     return result
 
 
@@ -484,6 +492,9 @@ def main() -> None:
         "--settle", type=float, default=5.0, help="seconds without a new run that end it"
     )
     parser.add_argument("--start-only", action="store_true")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the ledgers and the replicas' logs"
+    )
     parser.add_argument("--before", help="another checkout, measured first the same way")
     parser.add_argument("--code", help="measure only this checkout (default: this one)")
     parser.add_argument("--json")
@@ -508,7 +519,8 @@ def main() -> None:
             results[label] = run_tree(cluster, code, args)
             for example in results[label].get("examples", []):
                 print(f"  {label} log: {example}")
-            print(f"  {label} files: {results[label].get('work')}", flush=True)
+            if args.keep:
+                print(f"  {label} files: {results[label].get('work')}", flush=True)
     finally:
         cluster.close()
     labels = list(results)
