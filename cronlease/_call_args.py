@@ -44,7 +44,32 @@ def call_shape(
     context_type: type,
 ) -> str | None:
     """Where the context goes: None (not passed), "" (first positional argument) or the
-    keyword. OptionError (key ``args``, ``kwargs`` or None) when the call cannot bind."""
+    keyword. OptionError (key ``args``, ``kwargs`` or None) when the call cannot bind.
+
+    Without arguments the answer is the function's alone, kept per function: 100,000
+    tasks of one function bound its signature 100,000 times (a fifth of declaring them)."""
+    if not args and not kwargs:
+        with contextlib.suppress(TypeError):  # not weakly referable, or not hashable
+            kept = _NO_ARGUMENTS.get(func)
+            if kept is not None and kept[0] is context_type:
+                return kept[1]
+            known = _call_shape(func, args, kwargs, context_type)
+            _NO_ARGUMENTS[func] = (context_type, known)
+            return known
+    return _call_shape(func, args, kwargs, context_type)
+
+
+#: call_shape of functions declared without arguments, with the context type asked for
+#: (a call that raises is never kept)
+_NO_ARGUMENTS: weakref.WeakKeyDictionary[Any, tuple[type, str | None]] = weakref.WeakKeyDictionary()
+
+
+def _call_shape(
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    context_type: type,
+) -> str | None:
     try:
         signature = _signature(func)
     except (TypeError, ValueError):  # a builtin without a signature: called as declared

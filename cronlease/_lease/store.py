@@ -372,7 +372,18 @@ class LeaseStore:
         """Lease rows, sorted by name: all of them, or those of ``names``. A row older
         than one this store saw before is written back and shown as it was seen."""
         floors = self.lost_writes.before(self.lost_writes.seen.names() if names is None else names)
-        rows = self._call("reading leases", lambda conn: self.statements.leases(conn, names))
+        chunk_size = self.statements.names_per_read
+        if names is None or len(names) <= chunk_size:
+            rows = self._call("reading leases", lambda conn: self.statements.leases(conn, names))
+        else:
+            # by chunks: 100,000 names at start (the schedule check, catch-up) in one
+            # statement would pass a bound-parameter limit (SQLite's default 32,766)
+            ordered = sorted(names)
+            rows = []
+            for start in range(0, len(ordered), chunk_size):
+                chunk = ordered[start : start + chunk_size]
+                read = functools.partial(self.statements.leases, names=chunk)
+                rows += self._call(f"reading {len(ordered)} leases", read)
         return self.lost_writes.check_rows(rows, floors)
 
     def history(self, name: str, limit: int = 20) -> list[RunRecord]:

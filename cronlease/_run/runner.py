@@ -281,6 +281,14 @@ class TickRunner:
                 batch, pending = pending[:granted], pending[granted:]
                 if not batch:
                     break
+                # a round after the grace of some: not sent (a lease won only to be
+                # released); their slots go to the next candidates
+                sent = self._admission.expired(batch, time.time())
+                if len(sent) < len(batch):
+                    self.workers.give_back(len(batch) - len(sent))
+                    batch = sent
+                    if not batch:
+                        continue
                 before = handed_out
                 try:
                     part = self._acquisition.acquire(batch, on_won)

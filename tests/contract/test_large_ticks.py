@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 
-from cronlease import RunContext, Scheduler
+from cronlease import LeaseStore, RunContext, Scheduler
 from cronlease._events import EventBus, RunFinished, RunStarted, TickSkipped
 from cronlease._run.acquisition.leases import LARGE_BATCH
 from cronlease._run.recording.recorder import Finisher
@@ -154,3 +154,35 @@ def test_an_event_bus_knows_whether_anyone_listens() -> None:
     everything()
     unsubscribe()
     assert not bus.wants(RunFinished)
+
+
+def test_lease_rows_of_40000_names_are_read(store: LeaseStore, task_name: str) -> None:
+    """What start reads (the schedule check, catch-up): the rows of every task, by name,
+    more than SQLite's default bound-parameter limit (32,766): in chunks there, as one
+    array on PostgreSQL."""
+    from cronlease._lease.model import AcquireRequest
+
+    ran = [f"{task_name}-{index}" for index in (7, 20_000, 39_999)]
+    for name in ran:
+        store.acquire(AcquireRequest(name=name, slot=1000, ttl=30.0, holder="h"))
+    names = [f"{task_name}-{index}" for index in range(40_000)]
+    rows = store.leases(names)
+    assert sorted(row.name for row in rows) == sorted(ran)
+    assert all(row.slot == 1000 for row in rows)
+
+
+def test_tasks_of_one_schedule_share_one_schedule_object() -> None:
+    """100,000 tasks of one schedule: one Schedule (and APScheduler trigger), not one each;
+    a different schedule is another object."""
+    anchor = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def note(ctx: RunContext) -> None:
+        """A task."""
+
+    first, second = (
+        Task.declare(note, name=f"t{index}", every="1h", anchor=anchor) for index in range(2)
+    )
+    other = Task.declare(note, name="t2", every="2h", anchor=anchor)
+    assert first.schedule is second.schedule
+    assert other.schedule is not first.schedule
+    assert first.context_as == second.context_as == ""

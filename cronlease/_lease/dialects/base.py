@@ -217,6 +217,10 @@ def state_after_upsert(
 class Statements(ABC):
     """The lease and history statements of one backend."""
 
+    #: names per statement reading lease rows by name: far below every backend's
+    #: bound-parameter limit (SQLite's default is 32,766); PostgreSQL's are one array
+    names_per_read = 500
+
     def __init__(self, now: ColumnElement[float]) -> None:
         self.now = now
         # The fence and the attempt's nonce: after the database lost writes, a

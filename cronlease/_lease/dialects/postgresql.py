@@ -50,8 +50,10 @@ from sqlalchemy import (
     ColumnElement,
     Delete,
     Double,
+    Text,
     TextClause,
     any_,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -60,7 +62,7 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.pool import Pool
 from sqlalchemy.sql.elements import ColumnClause
@@ -437,6 +439,8 @@ BEGIN = f"BEGIN ISOLATION LEVEL READ COMMITTED; {IDLE_BOUND}"
 
 
 class PostgreSQLStatements(Statements):
+    names_per_read = 20_000
+
     def __init__(self) -> None:
         super().__init__(NOW)
         self._acquire = {
@@ -457,6 +461,13 @@ class PostgreSQLStatements(Statements):
             for one in (True, False)
         }
         self._set_paused = build_set_paused(insert)
+        # one array parameter, not a bound parameter per name: 100,000 names made a
+        # statement that took a second to build and send
+        self._some_leases = (
+            select(*self._lease_columns)
+            .where(leases.c.name == any_(bindparam("b_names", type_=ARRAY(Text))))
+            .order_by(leases.c.name)
+        )
 
     def acquire(
         self, conn: Connection, requests: Sequence[AcquireRequest], nonce_holders: Sequence[str]

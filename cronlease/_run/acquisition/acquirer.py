@@ -9,20 +9,25 @@ once, oldest first. Winners go straight to the worker threads (:attr:`TickRunner
 is registered, so losers never queue behind winners for a worker thread;
 late pickups go back on its timer heap. Ticks no worker was free for (the
 runner sends no more than the workers have free slots) wait here,
-holding no lease, and are offered again as soon as a worker frees, until
-their grace ends (then skipped as ``capacity``).
+holding no lease, earliest deadline first, and are offered again as soon as a
+worker frees — as many as the free workers can take, not all — until their
+grace ends (then skipped as ``capacity``).
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import heapq
 import itertools
 import logging
+import math
 import queue
 import threading
 import time
 from collections.abc import Callable
 
+from cronlease._run.replica_log.log_streaks import one_line_per_kind
 from cronlease._run.runner import TickRunner
 from cronlease._run.timer.ticks import Tick
 
@@ -63,16 +68,30 @@ class Acquirer:
         self._inbox.put([])
 
     def _loop(self) -> None:
+        # the per-task lines of the passes that stage one storm's slices, said once its
+        # last slice is staged: a line per kind for the storm, not one per slice
+        with contextlib.ExitStack() as storm:
+            self._passes(storm)
+
+    def _passes(self, storm: contextlib.ExitStack) -> None:
+        holding = False
         timers: list[tuple[float, int, Tick]] = []
         order = itertools.count()
-        # ticks no worker was free for, not sent to the database: (monotonic
-        # deadline or None, tick), offered again as soon as a worker frees
-        waiting: list[tuple[float | None, Tick]] = []
+        # ticks no worker was free for, not sent to the database: a heap of (monotonic
+        # deadline, order, tick), the earliest deadline first (inf: none); offered
+        # again, a few at a time, as soon as a worker frees
+        waiting: list[tuple[float, int, Tick]] = []
+        # fired ticks not staged yet: a pass stages at most STAGE_SLICE of them, so the
+        # first of a storm's runs start before the last of its ticks are ranked
+        unstaged: collections.deque[Tick] = collections.deque()
         workers = self._runner.workers
         outage = self._runner.outage
         while True:
             wakes = [timers[0][0]] if timers else []
-            wakes += [deadline for deadline, _ in waiting if deadline is not None]
+            if waiting and waiting[0][0] != math.inf:
+                wakes.append(waiting[0][0])
+            if unstaged:
+                wakes.append(0.0)
             timeout = None if not wakes else max(0.0, min(wakes) - time.monotonic())
             try:
                 first = self._inbox.get(timeout=timeout)
@@ -92,27 +111,35 @@ class Acquirer:
                 fired.extend(more)
             # Overlap and lateness are the tick path's: APScheduler's instance is
             # released as soon as the tick is handed over, not when its run ends.
-            ticks: list[Tick] = []
             for decided, group_ticks in fired:
                 decided()
-                ticks.extend(group_ticks)
-            ticks, later = self._runner.stage(ticks)
+                unstaged.extend(group_ticks)
+            if len(unstaged) > STAGE_SLICE and not holding:
+                storm.enter_context(one_line_per_kind())
+                holding = True
+            size = len(unstaged) if stop else min(len(unstaged), STAGE_SLICE)
+            ticks, later = self._runner.stage([unstaged.popleft() for _ in range(size)])
             for due, tick in later:
                 heapq.heappush(timers, (due, next(order), tick))
             now = time.monotonic()
             while timers and timers[0][0] <= now:
                 ticks.append(heapq.heappop(timers)[2])
             if waiting:
-                expired = [
-                    tick for deadline, tick in waiting if deadline is not None and deadline <= now
-                ]
+                expired = []
+                while waiting and waiting[0][0] <= now:
+                    expired.append(heapq.heappop(waiting)[2])
                 if expired:
                     self._runner.skip_for_capacity(expired)
-                    waiting = [(d, tick) for d, tick in waiting if d is None or d > now]
-                if waiting and (workers.free > 0 or stop):
-                    # oldest first: they go ahead of newer ticks of the same tasks
-                    ticks = [tick for _, tick in waiting] + ticks
-                    waiting = []
+                free = workers.free
+                if waiting and (free > 0 or stop):
+                    # the earliest deadlines first, only as many as the free workers can
+                    # take (and a margin for those the slot check or admission drops):
+                    # offering every waiting tick for each freed worker made a storm of
+                    # 100,000 ticks quadratic (docs/design.md §4.2); they go ahead of
+                    # newer ticks of the same tasks
+                    count = len(waiting) if stop else reoffer_size(free)
+                    offered = [heapq.heappop(waiting)[2] for _ in range(min(count, len(waiting)))]
+                    ticks = offered + ticks
             for batch in distinct_tasks(ticks):
                 try:
                     decision = self._runner.acquire_ticks(
@@ -124,14 +151,18 @@ class Acquirer:
                 for due_at, retry in decision.retries:
                     heapq.heappush(timers, (due_at, next(order), retry))
                 for until, tick in decision.starved:
-                    deadline = None if until is None else time.monotonic() + until - time.time()
-                    waiting.append((deadline, tick))
+                    deadline = math.inf if until is None else time.monotonic() + until - time.time()
+                    heapq.heappush(waiting, (deadline, next(order), tick))
+            if holding and not unstaged:
+                storm.close()  # the storm's lines, one per kind
+                holding = False
             if fired:
                 self._runner.pulse.beat()  # a pass APScheduler fired is decided
             ending = outage.ending
             if (
                 ending is not None
                 and (stop or began > ending[0])
+                and not unstaged
                 and not _fired_by(timers, ending[1])
             ):
                 # every tick fired before the outage ended is decided: its count is true
@@ -142,6 +173,21 @@ class Acquirer:
                 return
             if waiting:
                 workers.when_free(self._wake)
+
+
+#: fired ticks staged per pass (ranked by rendezvous: ~6 µs a tick): a storm of 100,000
+#: ticks on each of 8 replicas sharing 2 cores took seconds to rank before its first run
+STAGE_SLICE = 2048
+#: waiting ticks offered again per free worker, and at least this many (a backup's ticks
+#: are mostly refused ``taken`` by the slot check: a few dozen per statement, not one)
+REOFFER_PER_FREE = 4
+REOFFER_AT_LEAST = 64
+
+
+def reoffer_size(free: int) -> int:
+    """How many waiting ticks to offer again when ``free`` workers are free: the work of
+    a pass stays proportional to what it can start, not to what waits."""
+    return max(REOFFER_PER_FREE * free, REOFFER_AT_LEAST)
 
 
 def _fired_by(timers: list[tuple[float, int, Tick]], wall: float) -> bool:

@@ -99,21 +99,7 @@ class Admission:
             start = task.jitter_for(fire_time) if task.jitter else 0.0
             lateness = timing.lateness - start
             if tick.kind == "scheduled" and lateness > grace:
-                self._stats.add("ticks_missed", not task.builtin)
-                if not self._skips.skipped(task, timing.slot, "misfire"):
-                    # a built-in task's (the next pass does its work), or one that
-                    # waited behind a database outage (said with it)
-                    continue
-                self._streaks.warn(
-                    task.full_name,
-                    "misfire",
-                    "skipped past their grace",
-                    "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
-                    task.full_name,
-                    fire_time.isoformat(),
-                    lateness,
-                    grace,
-                )
+                self._misfire(task, fire_time, timing.slot, lateness, grace)
                 continue
             if tick.kind == "scheduled":
                 self._streaks.ended(task.full_name, "misfire")
@@ -161,6 +147,44 @@ class Admission:
             )
             candidates.append(Candidate(tick, request, pickup_until))
         return candidates
+
+    def expired(self, candidates: Sequence[Candidate], now: float) -> list[Candidate]:
+        """The ``candidates`` whose pickup deadline is still ahead at ``now`` (epoch); the
+        others are reported missed as admission reports a late tick. For the rounds of one
+        batch larger than the free workers (``TickRunner._decide``): a round sent after
+        its ticks' grace would win leases only to release them unrun, a statement and a
+        lock each (a storm with a grace too short did it for thousands of ticks)."""
+        kept: list[Candidate] = []
+        for candidate in candidates:
+            until = candidate.pickup_until
+            if until is None or now <= until:
+                kept.append(candidate)
+                continue
+            tick = candidate.tick
+            fire = tick.fire_time.timestamp()
+            start = tick.task.jitter_for(tick.fire_time) if tick.task.jitter else 0.0
+            slot = candidate.request.slot
+            self._misfire(tick.task, tick.fire_time, slot, now - fire - start, until - fire - start)
+        return kept
+
+    def _misfire(
+        self, task: Task, fire_time: datetime, slot: int, lateness: float, grace: float
+    ) -> None:
+        self._stats.add("ticks_missed", not task.builtin)
+        if not self._skips.skipped(task, slot, "misfire"):
+            # a built-in task's (the next pass does its work), or one that waited
+            # behind a database outage (said with it)
+            return
+        self._streaks.warn(
+            task.full_name,
+            "misfire",
+            "skipped past their grace",
+            "%s: tick %s skipped: it started %.3f s late, past its grace of %.3g s",
+            task.full_name,
+            fire_time.isoformat(),
+            lateness,
+            grace,
+        )
 
     def _manual_request(self, task: Task, asked_at: datetime) -> AcquireRequest:
         return AcquireRequest(
