@@ -426,7 +426,8 @@ def _new_schedule(every: Any, cron: Any, zone: Any, anchor: Any) -> Schedule:
     return Schedule.cron(str(cron), timezone=zone)
 
 
-_shared_schedule = functools.lru_cache(maxsize=256)(_new_schedule)
+# typed: 1 and True are one key untyped, and True is refused where 1 is not
+_shared_schedule = functools.lru_cache(maxsize=256, typed=True)(_new_schedule)
 
 
 def check_jitter(jitter: float, schedule: Schedule) -> None:

@@ -14,13 +14,17 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 
+import pytest
+
 from cronlease import LeaseStore, RunContext, Scheduler
 from cronlease._events import EventBus, RunFinished, RunStarted, TickSkipped
+from cronlease._options import schedule_of
 from cronlease._run.acquisition.leases import LARGE_BATCH
 from cronlease._run.recording.recorder import Finisher
 from cronlease._run.timer.ticks import Tick
 from cronlease._task import Task
 from cronlease._timing.schedule import time_of_slot
+from cronlease.errors import ConfigError
 from tests.support.procs import wait_for
 
 
@@ -186,3 +190,11 @@ def test_tasks_of_one_schedule_share_one_schedule_object() -> None:
     assert first.schedule is second.schedule
     assert other.schedule is not first.schedule
     assert first.context_as == second.context_as == ""
+
+
+def test_a_shared_schedule_never_stands_in_for_a_refused_value() -> None:
+    """1 and True are equal keys to an untyped cache: ``every=True`` is refused whether or
+    not ``every=1`` was made first (``schedule_of`` is where shared schedules are made)."""
+    assert str(schedule_of({"every": 1})) == "every 1s"
+    with pytest.raises(ConfigError, match="not True"):
+        schedule_of({"every": True})
