@@ -145,7 +145,11 @@ class Scheduler(TaskDeclarations):
         self._clock = ClockWatch(self.store, self._events, self._tasks.values)
         self._started_at: datetime | None = None
         self._caught_up = False
-        self._catch_up: CatchUp | None = None
+        #: the catch-ups of this start: at first contact, and of rows first read after it
+        self._catch_ups: list[CatchUp] = []
+        #: whether the schedule rows were read since start (those read before the catch-up
+        #: are in it; rows first read after it get a catch-up of their own)
+        self._rows_read = False
         self._attempts: AttemptPoll | None = None
         self._stop_requested = threading.Event()
         # set by a second signal (on the signals thread); ends every shutdown wait
@@ -199,7 +203,8 @@ class Scheduler(TaskDeclarations):
         """
         self.store.engine.dispose(close=False)
         was_running = self._firing is not None
-        self._firing = self._catch_up = self._attempts = self._loop = None
+        self._firing = self._attempts = self._loop = None
+        self._catch_ups = []
         self._clock.reset()
         self._lock = threading.RLock()
         self._stop_requested = threading.Event()
@@ -268,6 +273,7 @@ class Scheduler(TaskDeclarations):
                     self._apply_schedules,
                     self.runner.outage,
                     self.schedule_poll,
+                    ready=self.runner.ensure_schema,
                 )
                 if len(self._jobs)
                 else None
@@ -275,6 +281,7 @@ class Scheduler(TaskDeclarations):
             # the rows first, before firing starts: the replica starts with its schedules
             # (and their digest), and catch-up covers them (docs/design.md §5.37)
             loaded = self.runner.schema_ready and self._poll_now()
+            self._rows_read = loaded
             firing.start()
             self._attempts = AttemptPoll(self.runner, self._attempt_tasks, firing.submit)
             self._attempts.start()
@@ -311,6 +318,11 @@ class Scheduler(TaskDeclarations):
             self._dynamic = dynamic
             if self._attempts is not None and any(t.wants_attempts for t in added.values()):
                 self._attempts.start()
+            first_read, self._rows_read = not self._rows_read, True
+            if first_read and added and self._caught_up and self._firing is not None:
+                # read only now (the database was down at start), after the catch-up of
+                # first contact began without them: theirs is the same, for them alone
+                self._start_one_catch_up(added)
 
     @property
     def schedules(self) -> Schedules:
@@ -353,11 +365,13 @@ class Scheduler(TaskDeclarations):
             if self._caught_up or self._firing is None:
                 return
             self._caught_up = True
-            tasks = {**self._tasks, **self._dynamic}  # the rows loaded by now
-            self._catch_up = CatchUp(
-                self.runner, self.store, tasks, self.stats, self._firing.submit
-            )
-            self._catch_up.start()
+            self._start_one_catch_up({**self._tasks, **self._dynamic})  # rows read by now
+
+    def _start_one_catch_up(self, tasks: Mapping[str, Task]) -> None:
+        assert self._firing is not None
+        catch_up = CatchUp(self.runner, self.store, tasks, self.stats, self._firing.submit)
+        self._catch_ups.append(catch_up)
+        catch_up.start()
 
     def shutdown(self, wait: bool = True, timeout: float | None = None) -> None:
         """Stop firing; with ``wait``, wait for running tasks, all within ``timeout``
@@ -372,7 +386,7 @@ class Scheduler(TaskDeclarations):
         self._stop_requested.set()
         with self._lock:
             firing, self._firing = self._firing, None
-            catch_up, self._catch_up = self._catch_up, None
+            catch_ups, self._catch_ups = self._catch_ups, []
             attempts, self._attempts = self._attempts, None
             poll, self._poll = self._poll, None
         if firing is None:
@@ -380,7 +394,7 @@ class Scheduler(TaskDeclarations):
         poll_thread = poll.stop() if poll is not None else None
         limit = self.shutdown_grace if timeout is None else timeout
         deadline = Deadline(max(0.0, limit) if wait else 0.0, hurried=lambda: self._hurry)
-        stop_replica(self.runner, firing, catch_up, deadline, wait=wait, attempts=attempts)
+        stop_replica(self.runner, firing, catch_ups, deadline, wait=wait, attempts=attempts)
         deadline.join(poll_thread, "the schedule poll to withdraw this replica's jobs")
         logger.info("cronlease replica %s stopped", self.holder)
 

@@ -42,7 +42,7 @@ logger = logging.getLogger("cronlease")
 def stop_replica(
     runner: TickRunner,
     firing: Firing,
-    catch_up: CatchUp | None,
+    catch_ups: Sequence[CatchUp],
     deadline: Deadline,
     *,
     wait: bool,
@@ -51,7 +51,7 @@ def stop_replica(
     """Steps 1-5 above; returns the full names of the tasks still running after it."""
     runner.stop_accepting()
     firing.shutdown(deadline)
-    if catch_up is not None:
+    for catch_up in catch_ups:
         deadline.join(catch_up.thread, "the catch-up's last round")
     if attempts is not None:
         deadline.join(attempts.stop(), "the attempt poll's last pass")

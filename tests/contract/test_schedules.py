@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 
 from cronlease import (
     LeaseStore,
@@ -26,8 +27,10 @@ from cronlease import (
 )
 from cronlease._lease.schema import jobs as jobs_table
 from cronlease._lease.schema import members, schedule_changes, schedule_heads, schedules
+from tests.conftest import url_for
 from tests.contract.test_start_stop import last_ran_hours_ago
 from tests.support.procs import wait_for
+from tests.support.tcpproxy import TcpProxy
 
 
 def export(ctx: RunContext, customer: str, limit: int = 10) -> None:
@@ -254,6 +257,43 @@ def test_a_replica_starts_with_its_rows_and_catches_them_up(
         replica.store.dispose()
     assert ran == [1]  # the "skip" row was not caught up
     assert len(store.history(f"{task_name}:idle")) == 1
+
+
+def test_rows_first_read_after_a_start_with_the_database_down_are_caught_up(
+    tmp_path: Path, task_name: str
+) -> None:
+    """The database is unreachable when the replica starts: its rows are read only once it
+    answers, and the first contact may start the catch-up before that read. A row whose
+    tick was missed while every replica was down is caught up all the same, once."""
+    real = make_url(url_for("postgresql", tmp_path))
+    store = LeaseStore.from_url(real.render_as_string(hide_password=False))
+    writer = Schedules(store=store, namespace=task_name, jobs={"purge": purge})
+    writer.add("hourly", job="purge", every="1h", args=[1])
+    last_ran_hours_ago(store, f"{task_name}:hourly", 2)
+    proxy = TcpProxy(real.host or "127.0.0.1", real.port or 5432)
+    url = real.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    ran: list[int] = []
+    replica = Scheduler(url, namespace=task_name, history_retention=None, schedule_poll=0.2)
+    replica.register(lambda days: ran.append(days), name="purge")
+    replica.start()  # the database down: no row read
+    try:
+        assert "hourly" not in replica.tasks
+        proxy.up()
+        wait_for(lambda: ran, 15, "the caught-up tick of a row read after start")
+        wait_for(
+            lambda: (
+                [run.outcome for run in store.history(f"{task_name}:hourly")].count("succeeded")
+                == 2
+            ),
+            10,
+            lambda: f"the caught-up run recorded: {store.history(f'{task_name}:hourly')}",
+        )
+    finally:
+        replica.shutdown()
+        replica.store.dispose()
+        proxy.down()
+        store.dispose()
+    assert ran == [1]
 
 
 def test_the_model_and_the_poll_work_through_pgbouncer(bouncer_url: str, task_name: str) -> None:

@@ -70,7 +70,13 @@ class SchedulePoll:
         apply: Callable[[Mapping[str, Task], Mapping[str, Task]], None],
         outage: OutageLog,
         interval: float = DEFAULT_POLL_SECONDS,
+        *,
+        ready: Callable[[], None] = lambda: None,
     ) -> None:
+        #: the replica's tables made (raises StoreError while the database is down): a
+        #: replica started with it down makes its first contact here as soon as it
+        #: answers, and catches up then, not at its first tick, an hour away perhaps
+        self._ready = ready
         self._store = store
         self._namespace = namespace or ""
         self._holder = holder
@@ -123,6 +129,7 @@ class SchedulePoll:
     def poll(self) -> bool:
         """One poll, now: whether the rows changed (and were applied)."""
         with self._lock:
+            self._ready()
             rows_store = self._store.schedule_rows
             self._polls += 1
             full = self._polls % FULL_READ_EVERY == 0
