@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, inspect
 
 from tests.conftest import url_for
 from tests.support import databases, ledger
-from tests.support.django_project import write_project
+from tests.support.django_project import start_run, write_project
 from tests.support.ledger import assert_every_slot_once
 from tests.support.procs import ROOT, wait_for
 
@@ -69,19 +69,7 @@ def test_two_manage_py_cronlease_runs_run_every_tick_once(
     ledger.setup(url)
     env = project_env(tmp_path, url, task_name)
     logs = [tmp_path / f"run-{n}.log" for n in range(2)]
-    procs = []
-    for log in logs:
-        with log.open("wb") as out:
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, str(manage), "cronlease", "run", "--grace", "5"],
-                    cwd=tmp_path,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+    procs = [start_run(manage, env, log) for log in logs]
 
     def output() -> str:
         return "\n".join(log.read_text(errors="replace") for log in logs)

@@ -11,8 +11,6 @@ tests/contract/test_schedules.py proves on every backend.
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,7 +27,7 @@ from tests.processes.test_django_app import (
     python,
 )
 from tests.support import ledger
-from tests.support.django_project import write_project
+from tests.support.django_project import start_run, write_project
 from tests.support.ledger import assert_every_slot_once
 from tests.support.procs import wait_for
 
@@ -137,15 +135,7 @@ def test_a_manage_py_cronlease_run_replica_runs_a_schedule_added_after_it_starte
     ledger.setup(url)
     env = project_env(tmp_path, url, task_name)
     log = tmp_path / "run.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, str(manage), "cronlease", "run", "--grace", "5"],
-            cwd=tmp_path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    proc = start_run(manage, env, log)
     model = Schedules(url)
     tag = f"{task_name}-row"
     try:

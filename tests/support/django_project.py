@@ -9,6 +9,8 @@ database and ``CRONLEASE_TEST_TASK`` the task's name).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -60,3 +62,16 @@ def write_project(root: Path, url: str, extra: str = "") -> Path:
     manage = root / "manage.py"
     manage.write_text(MANAGE)
     return manage
+
+
+def start_run(manage: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``manage.py cronlease run --grace 5`` in the project's folder, its output in ``log``."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, str(manage), "cronlease", "run", "--grace", "5"],
+            cwd=manage.parent,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
