@@ -26,14 +26,13 @@ the same way in the same sitting, first):
 from __future__ import annotations
 
 import argparse
-import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from _cluster import start_replicas, stop_replicas
 from _common import ROOT, header, table, write_json
 from fleet import Cluster, cluster_cpu, cpu_seconds
 from sqlalchemy import create_engine, text
@@ -99,22 +98,8 @@ def run_tree(
     with admin.connect() as conn:
         conn.execute(text("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"))
     prefix = f"idle-{int(time.time())}"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, __file__, "--replica", code, url, prefix, str(tasks)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": code},
-        )
-        for _ in range(replicas)
-    ]
+    procs = start_replicas(__file__, Path(code), [[url, prefix, str(tasks)]] * replicas)
     try:
-        for proc in procs:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            if not line.startswith("started"):
-                raise SystemExit(f"a replica did not start: {line!r}")
         # from 5 s past the first minute that leaves 20 s of warm-up
         start = (int(time.time() + 20) // 60 + 1) * 60 + 5
         time.sleep(max(0.0, start - time.time()))
@@ -128,10 +113,7 @@ def run_tree(
         replica_after = [cpu_seconds(proc.pid) for proc in procs]
         counted = statements(admin)
     finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            proc.wait(timeout=120)
+        stop_replicas(procs)
     with admin.connect() as conn:
         rows = conn.execute(
             text(
