@@ -97,7 +97,7 @@ class TickRunner:
         self._admission = Admission(holder, self.stats, skips, roles)
         #: this replica's member row and view of the fleet; started and stopped with
         #: the firing (cronlease/_run/timer/fire.py)
-        self.membership = Membership(store, holder, self.outage, roles)
+        self.membership = Membership(store, holder, self.outage, roles, max_workers)
         self._staging = Staging(self.stats, self.membership, self.outage)
         self._slot_check = SlotCheck(store, self.stats, skips, self.outage, self.ensure_schema)
         self._acquisition = Acquisition(

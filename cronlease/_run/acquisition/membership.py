@@ -8,15 +8,18 @@ deletes the row (:meth:`Membership.stop`); a replica that dies stops
 renewing and its row expires.
 
 Each row is a promise: "I renew again by ``expires_at`` - :data:`PAST_PROMISE`"
-(database clock). A replica with ticks coming renews every
-:data:`RENEW_SECONDS` (its row lives :data:`EXPIRE_SECONDS`, three renewals);
-an idle one — nothing of its own due within :data:`APPROACH_SECONDS` —
-promises its next renewal :data:`APPROACH_SECONDS` before its next due
-instant (:func:`renewal_wait`), sleeps until then, and renews at the normal
-pace from there on. Its cohort declares the same schedules, so
-every member of it comes back at the same instants, and a member that died
-while idle has missed its promise by the time the survivors read the fleet
-just before the instant: its ticks are not left to a dead replica.
+(database clock). A replica with ticks coming renews at its cohort's *pace*
+(:func:`renew_pace`): every :data:`RENEW_SECONDS`, and in a cohort of more
+than 16 members every R / :data:`RENEWALS_PER_SECOND` seconds, so that the
+cohort renews at most 8 times a second whatever its size (its row lives the
+pace and :data:`PAST_PROMISE`); an idle one — nothing of its own due within
+:data:`APPROACH_SECONDS` — promises its next renewal :data:`APPROACH_SECONDS`
+before its next due instant (:func:`renewal_wait`), sleeps until then, renews,
+renews again :data:`LAST_READ_SECONDS` before the instant, and at the pace
+from there on. Its cohort declares the same schedules, so every member of it
+comes back at the same instants, and a member that died while idle has missed
+its promise by the time the survivors read the fleet just before the instant:
+its ticks are not left to a dead replica.
 
 The view is an optimisation of who tries a tick first (:mod:`._run.acquisition.rendezvous`);
 who runs it is decided by the lease row alone. So every doubt makes the
@@ -26,17 +29,22 @@ replica try more, never less:
   written, the database is away, the replica is idle between instants):
   :meth:`Membership.view` is None and every tick is tried at once, as every
   replica did before membership existed;
-- the view is *unsettled* — its cohort changed within the last
-  :data:`EXPIRE_SECONDS`, or a member missed the renewal it promised by a
-  period (at the normal pace: not renewed for :data:`OVERDUE_SECONDS`; it may
-  have died) — and then every replica checks every tick after a short delay,
-  not only the tick's backup.
+- the view is *unsettled* — its cohort changed within the last pace and
+  :data:`PAST_PROMISE` (every member has read the change by then), or a
+  member missed the renewal it promised by :data:`RENEW_SECONDS` (at the
+  normal pace: not renewed for :data:`OVERDUE_SECONDS`; it may have died) —
+  and then every replica checks every tick after a short delay, not only the
+  tick's backup.
 
 A replica's *cohort* is the live members whose ``task_set`` (a digest of the
-declared tasks' names and schedules) equals its own: replicas rank ticks only
-among members that declare the same tasks, so a task declared by some
+declared tasks' names and schedules, and the cohort's active window:
+``digest/8``) equals its own: replicas rank ticks only among members that
+declare the same tasks and the same window, so a task declared by some
 replicas only (a rolling deploy, a heterogeneous fleet) is never left to a
-member that does not run it. Within the cohort, a task with roles is ranked
+member that does not run it, and members that would pick different windows
+for an instant rank apart (each cohort tries every tick). A row naming no
+window (an earlier build's) counts as :data:`LEGACY_WINDOW`, the window that
+build used. Within the cohort, a task with roles is ranked
 among the members that have one of them (:meth:`FleetView.ranking_for`): the
 member row carries the replica's roles.
 """
@@ -54,7 +62,7 @@ from dataclasses import dataclass, field
 from cronlease._lease.membership import MemberBeat, Members
 from cronlease._lease.store import LeaseStore
 from cronlease._roles import can_run, encode
-from cronlease._run.acquisition.rendezvous import Ranking
+from cronlease._run.acquisition.rendezvous import LEGACY_WINDOW, Ranking, active_window
 from cronlease._run.replica_log.outage import OutageLog
 from cronlease._task import Task
 from cronlease.errors import StoreError
@@ -62,13 +70,17 @@ from cronlease.errors import StoreError
 __all__ = [
     "APPROACH_SECONDS",
     "EXPIRE_SECONDS",
+    "LAST_READ_SECONDS",
     "MAX_IDLE_SECONDS",
     "OVERDUE_SECONDS",
     "PAST_PROMISE",
+    "RENEWALS_PER_SECOND",
     "RENEW_SECONDS",
     "FleetView",
     "Membership",
+    "cohort_text",
     "digest_text",
+    "renew_pace",
     "renewal_wait",
     "task_key",
     "task_set_digest",
@@ -77,7 +89,12 @@ __all__ = [
 logger = logging.getLogger("cronlease")
 
 #: how often a replica with ticks coming renews its member row (and reads the others')
+#: in a cohort of up to 16 members; in a larger one, see RENEWALS_PER_SECOND
 RENEW_SECONDS = 2.0
+#: a cohort's members renew at most this many times a second between them: a member of
+#: a cohort of R renews every max(RENEW_SECONDS, R / RENEWALS_PER_SECOND) seconds, so the
+#: fleet's membership statements stop growing with its size (docs/design.md §4.4)
+RENEWALS_PER_SECOND = 8.0
 #: how long a member row lives after a renewal at that pace: three renewals, so one
 #: slow or failed renewal does not make a live replica look gone
 EXPIRE_SECONDS = 3 * RENEW_SECONDS
@@ -94,23 +111,56 @@ PAST_PROMISE = EXPIRE_SECONDS - RENEW_SECONDS
 #: last row by the survivors' read before the instant by two seconds and more
 #: (design §4.4)
 APPROACH_SECONDS = EXPIRE_SECONDS
+#: an idle replica's last read before an instant, this long before it: a member that
+#: died while idle, overdue since APPROACH_SECONDS - RENEW_SECONDS before the instant,
+#: is seen by then whatever the pace
+LAST_READ_SECONDS = 2.0
 #: the longest an idle replica goes without renewing (nothing due for longer)
 MAX_IDLE_SECONDS = 60.0
 
 
-def renewal_wait(now: float, due: float | None) -> float:
+def renew_pace(members: int) -> float:
+    """Seconds between the renewals of a member of a cohort of ``members`` with ticks
+    coming: :data:`RENEW_SECONDS`, or longer in a cohort so large that the cohort would
+    renew more than :data:`RENEWALS_PER_SECOND` times a second."""
+    return max(RENEW_SECONDS, members / RENEWALS_PER_SECOND)
+
+
+def idle_until(now: float, due: float | None) -> bool:
+    """Whether a renewal at ``now`` is before the approach of ``due``: the replica is idle."""
+    return due is not None and math.isfinite(due) and due - APPROACH_SECONDS - now > 0
+
+
+def renewal_wait(
+    now: float, due: float | None, pace: float = RENEW_SECONDS, *, after_idle: bool = False
+) -> float:
     """Seconds until the next renewal, planned at ``now`` (epoch seconds), from ``due``
     (this replica's schedules' earliest next fire time; None if unknown): until the
     approach, :data:`APPROACH_SECONDS` before ``due`` (at most
-    :data:`MAX_IDLE_SECONDS`), and one period within it. A renewal before the
-    approach never promises a later one than its start, even if that is sooner than a
-    period: a member that dies before the approach is seen overdue before ``due``."""
+    :data:`MAX_IDLE_SECONDS`), and one ``pace`` within it — but the first renewal of
+    the approach after an idle stretch (``after_idle``) promises the next
+    :data:`LAST_READ_SECONDS` before ``due`` if the pace is longer. A renewal before
+    the approach never promises a later one than its start, even if that is sooner
+    than a pace: a member that dies before the approach is seen overdue before ``due``."""
     if due is None or not math.isfinite(due):
-        return RENEW_SECONDS
+        return pace
     until_approach = due - APPROACH_SECONDS - now
-    if until_approach <= 0:
-        return RENEW_SECONDS
-    return min(MAX_IDLE_SECONDS, until_approach)
+    if until_approach > 0:
+        return min(MAX_IDLE_SECONDS, until_approach)
+    until_last = due - LAST_READ_SECONDS - now
+    if after_idle and until_last > 0.5:
+        return min(pace, until_last)
+    return pace
+
+
+def cohort_text(digest: str, window: int) -> str:
+    """A member row's ``task_set``: its task-set digest and its cohort's active window."""
+    return f"{digest}/{window}"
+
+
+def _cohort_of(task_set: str) -> str:
+    """A member row's ``task_set`` with its window named (none: :data:`LEGACY_WINDOW`)."""
+    return task_set if "/" in task_set else cohort_text(task_set, LEGACY_WINDOW)
 
 
 def task_key(task: Task) -> int:
@@ -155,6 +205,11 @@ class FleetView:
     read_at: float
     #: the roles of the cohort's members, by holder id
     roles: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: the renewal pace of the cohort (seconds): the view is fresh for this and
+    #: PAST_PROMISE
+    pace: float = RENEW_SECONDS
+    #: an unsettled view whose only doubt is a recent change settles then (monotonic)
+    settles_at: float = math.inf
     # task roles -> the ranking of the members that can run such a task (built lazily:
     # the acquirer thread alone reads a view, so a plain dict)
     _by_roles: dict[tuple[str, ...], Ranking] = field(
@@ -165,6 +220,11 @@ class FleetView:
     def size(self) -> int:
         return self.ranking.size
 
+    def settled_at(self, now: float) -> bool:
+        """Whether the view is settled at ``now`` (monotonic): read settled, or its
+        recent change is old enough by now (every member has read it)."""
+        return self.settled or now >= self.settles_at
+
     def ranking_for(self, task_roles: tuple[str, ...]) -> Ranking:
         """The rendezvous order among the cohort's members that can run a task with
         ``task_roles``: a tick is never left to a replica that would not run it."""
@@ -173,7 +233,9 @@ class FleetView:
         ranking = self._by_roles.get(task_roles)
         if ranking is None:
             able = [h for h in self.cohort if can_run(task_roles, self.roles.get(h, ()))]
-            ranking = self._by_roles[task_roles] = Ranking(self.ranking.me, able)
+            ranking = self._by_roles[task_roles] = Ranking(
+                self.ranking.me, able, self.ranking.window
+            )
         return ranking
 
 
@@ -186,8 +248,15 @@ class Membership:
         holder: str,
         outage: OutageLog,
         roles: tuple[str, ...] = (),
+        max_workers: int = 16,
     ) -> None:
         self._store = store
+        self._max_workers = max_workers
+        # how many tasks the replica declares (its window), and the pace of its cohort
+        self._tasks: Callable[[], int] = lambda: 0
+        self._pace = RENEW_SECONDS
+        # whether the last renewal promised the next one at an approach (idle before it)
+        self._idle = False
         # a renewal left unanswered starts an outage; one answered ends it (§4.4)
         self._outage = outage
         self._holder = holder
@@ -211,18 +280,25 @@ class Membership:
     def view(self) -> FleetView | None:
         """The latest view, or None when there is none that is recent (race every tick)."""
         view = self._view
-        if view is None or time.monotonic() - view.read_at > EXPIRE_SECONDS:
+        if view is None or time.monotonic() - view.read_at > view.pace + PAST_PROMISE:
             return None
         return view
 
     def start(
-        self, task_set: Callable[[], str], namespace: str | None, *, renew_now: bool = True
+        self,
+        task_set: Callable[[], str],
+        namespace: str | None,
+        *,
+        renew_now: bool = True,
+        tasks: Callable[[], int] = lambda: 0,
     ) -> None:
         """Start renewing. With ``renew_now`` the first renewal is made here, on the
         calling thread (``Scheduler.start``): the replica is a member, and knows the
         fleet, when start returns; without (the database did not answer at start),
-        the member thread makes it at once."""
+        the member thread makes it at once. ``task_set`` is the declared tasks' digest
+        and ``tasks`` their number (the cohort's active window)."""
         self._task_set = task_set
+        self._tasks = tasks
         self._namespace = namespace or ""
         self._stopping = threading.Event()
         self._wake = threading.Event()
@@ -252,7 +328,7 @@ class Membership:
         self._due = at
         if at is None:
             return
-        sooner = time.monotonic() + renewal_wait(time.time(), at)
+        sooner = time.monotonic() + renewal_wait(time.time(), at, self._pace, after_idle=self._idle)
         if sooner < self._next_at - 0.1:
             self._next_at = sooner
             self._wake.set()
@@ -267,10 +343,12 @@ class Membership:
         """One renewal and read, now (the member thread's step; tests call it too)."""
         # planned before the statement: the row promises the next renewal then
         due = self._due
-        wait = renewal_wait(time.time(), due)
+        now = time.time()
+        wait = renewal_wait(now, due, self._pace, after_idle=self._idle)
+        window = active_window(self._tasks(), self._max_workers)
         beat = MemberBeat(
             holder=self._holder,
-            task_set=self._task_set() or "-",
+            task_set=cohort_text(self._task_set() or "-", window),
             ttl=wait + PAST_PROMISE,
             namespace=self._namespace,
             roles=encode(self._roles),
@@ -280,6 +358,7 @@ class Membership:
             members = self._store.fleet.renew([beat])
         self._outage.answered()
         self._next_at = planned
+        self._idle = idle_until(now, due)
         if self._due != due:  # it moved during the statement: maybe sooner
             self.due(self._due)
         self._view = self._read(members, beat.task_set)
@@ -287,10 +366,14 @@ class Membership:
 
     def _read(self, members: Members, task_set: str) -> FleetView:
         now = time.monotonic()
-        cohort = [m for m in members.members if m.task_set == task_set]
+        mine = _cohort_of(task_set)
+        cohort = [m for m in members.members if _cohort_of(m.task_set) == mine]
         holders = tuple(sorted({m.holder for m in cohort} | {self._holder}))
         if holders != self._previous:
             self._previous, self._changed_at = holders, now
+        # the next renewal's pace: this cohort's members renew RENEWALS_PER_SECOND a second
+        pace = self._pace = renew_pace(len(holders))
+        window = int(mine.rsplit("/", 1)[1]) if mine.rsplit("/", 1)[1].isdigit() else 0
         # judged against each member's own promise (its row's expiry less PAST_PROMISE):
         # a member idle until its next due instant is not overdue for renewing rarely;
         # one that missed its promised renewal by a whole period may have died. At the
@@ -300,10 +383,21 @@ class Membership:
             for m in cohort
             if m.holder != self._holder
         )
-        settled = not overdue and now - self._changed_at >= EXPIRE_SECONDS
+        # every member reads the change within one pace: until then (and the lifetime of
+        # a row past its promise, for a late renewal) the others' views may differ
+        settles_at = self._changed_at + pace + PAST_PROMISE
+        settled = not overdue and now >= settles_at
         roles = {m.holder: m.roles for m in cohort}
         roles[self._holder] = frozenset(self._roles)
-        return FleetView(Ranking(self._holder, holders), settled, holders, now, roles)
+        return FleetView(
+            Ranking(self._holder, holders, window),
+            settled,
+            holders,
+            now,
+            roles,
+            pace=pace,
+            settles_at=math.inf if overdue else settles_at,
+        )
 
     def _loop(self) -> None:
         stopping, wake = self._stopping, self._wake

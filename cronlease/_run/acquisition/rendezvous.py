@@ -21,25 +21,33 @@ disagree on the members both try, and one wins.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Final, Literal
 
 __all__ = [
+    "ACTIVE_PER_TICK",
     "BACKUP",
+    "LEGACY_WINDOW",
     "OTHER",
     "PREFERRED",
     "Place",
     "Ranking",
+    "active_window",
     "member_key",
     "rendezvous_order",
     "score",
     "tick_key",
 ]
 
-#: at most this many members touch the ticks of one instant (0: every member may):
-#: statements per tick stop growing with the fleet beyond it (docs/design.md §4.4)
-ACTIVE_PER_TICK = 16
+#: the smallest *active window*: at most this many members touch the ticks of one
+#: instant (0: every member may), more only if the cohort's workers need it
+#: (:func:`active_window`): statements per tick stop growing with the fleet beyond
+#: it (docs/design.md §4.4)
+ACTIVE_PER_TICK = 8
+#: the window of a member row that names none (an earlier build's: 16 per instant)
+LEGACY_WINDOW = 16
 PREFERRED: Final = 1
 BACKUP: Final = 2
 OTHER: Final = 3
@@ -49,6 +57,18 @@ _MASK = (1 << 64) - 1
 _C1 = 0xFF51AFD7ED558CCD
 _C2 = 0xC4CEB9FE1A85EC53
 _GOLDEN = 0x9E3779B97F4A7C15
+
+
+def active_window(tasks: int, max_workers: int) -> int:
+    """How many members touch an instant, for a replica of ``tasks`` declared tasks and
+    ``max_workers`` workers: :data:`ACTIVE_PER_TICK`, or more if the window's members
+    could not run an instant of every task as preferred replica (half their workers)
+    and backup (the other half): at least ``2 x tasks / max_workers``. 0 (no window:
+    every member) while :data:`ACTIVE_PER_TICK` is 0."""
+    if not ACTIVE_PER_TICK:
+        return 0
+    needed = math.ceil(2 * max(0, tasks) / max(1, max_workers))
+    return max(ACTIVE_PER_TICK, needed)
 
 
 def _hash64(data: bytes) -> int:
@@ -89,16 +109,16 @@ class Ranking:
     """The rendezvous order of one replica's cohort, from this replica's point of view.
 
     Built once per membership read. ``members`` are the holder ids of the
-    cohort, this replica's (``me``) among them. With ``active`` (default
-    :data:`ACTIVE_PER_TICK`) and a larger cohort, each instant first picks its
-    ``active`` members — a window on the members sorted by key, at an offset
-    that moves by the golden ratio from one second to the next — and a tick's
-    order is over those: the replicas that touch the ticks of one instant are
-    at most ``active``, whatever the fleet's size, and over a few seconds
-    every member is active equally often.
+    cohort, this replica's (``me``) among them. With ``active`` (the cohort's
+    window, :func:`active_window`; default :data:`ACTIVE_PER_TICK`) and a larger
+    cohort, each instant first picks its ``active`` members — a window on the
+    members sorted by key, at an offset that moves by the golden ratio from one
+    second to the next — and a tick's order is over those: the replicas that
+    touch the ticks of one instant are at most ``active``, whatever the fleet's
+    size, and over a few seconds every member is active equally often.
     """
 
-    __slots__ = ("_active", "_mine", "_others", "_ring", "_slots", "me", "size")
+    __slots__ = ("_active", "_mine", "_others", "_ring", "_slots", "me", "size", "window")
 
     def __init__(self, me: str, members: Sequence[str], active: int | None = None) -> None:
         self.me = me
@@ -108,6 +128,8 @@ class Ranking:
         self._ring = sorted((self._mine, *self._others))
         self.size = 1 + len(self._others)
         limit = ACTIVE_PER_TICK if active is None else active
+        #: the window asked for (0: every member), whatever the cohort's size
+        self.window = limit
         self._active = limit if limit and self.size > limit else 0
         # slot -> the other active members' keys (None: this replica is not active)
         self._slots: dict[int, tuple[int, ...] | None] = {}

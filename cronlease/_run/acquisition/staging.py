@@ -87,7 +87,7 @@ class Staging:
                     now.append(tick)
             elif place == BACKUP:
                 later.append((start + wait + delay, tick._replace(checked=True)))
-            elif not view.settled:
+            elif not view.settled_at(start):
                 later.append((start + wait + 2 * delay, tick._replace(checked=True)))
             else:
                 if task.builtin:

@@ -244,6 +244,8 @@ class Firing:
         self._runner = runner
         # the declared tasks' digest (XOR of task_key), for the member row's task_set
         self._task_set = 0
+        # and how many they are (the cohort's active window, rendezvous.active_window)
+        self._task_count = 0
         self._namespace: str | None = None
         quiet_apscheduler()
         self.apscheduler = BatchingScheduler(
@@ -288,6 +290,7 @@ class Firing:
             return
         job_id = f"cronlease-schedule:{task.schedule.fingerprint}"
         self._task_set ^= task_key(task)
+        self._task_count += 1
         self._namespace = self._namespace or task.namespace
         if not can_run(task.roles, self._runner.roles):
             # in the digest all the same: the fleet's replicas declare the same tasks,
@@ -326,6 +329,7 @@ class Firing:
             if not task.enabled:
                 continue
             self._task_set ^= task_key(task)  # in the digest even where it cannot run
+            self._task_count += 1 if into is not None else -1
             if not can_run(task.roles, self._runner.roles):
                 continue
             job_id = f"cronlease-schedule:{task.schedule.fingerprint}"
@@ -378,6 +382,7 @@ class Firing:
             lambda: digest_text(self._task_set),
             self._namespace,
             renew_now=self._runner.schema_ready,  # else the database did not answer
+            tasks=lambda: self._task_count,
         )
         # after each pass: the next due instant, for the member row's renewal plan
         self.apscheduler.on_due = self._runner.membership.due
