@@ -5,16 +5,26 @@ real process; every run appends (task, slot, pid) to the side-effect ledger.
 Rendezvous hashing gives each tick a preferred replica and a backup: runs
 spread over the members, move to a member that joins, and a preferred
 replica killed with SIGKILL costs at most the backup's delay — never a
-duplicate, and never more than the tick a kill interrupted.
+duplicate, and never more than the tick a kill interrupted. A small fleet made
+to behave as a large one (tests/support/fleet_knobs.py: a window of few members
+per instant, a slow renewal pace) still runs every tick: the window grows until
+its members' workers suffice, and a member killed in a cohort renewing slowly
+costs no tick either.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 
 import pytest
+from sqlalchemy import create_engine, select
+from sqlalchemy.pool import NullPool
 
+from cronlease._lease.database import normalize_url
+from cronlease._lease.schema import members
 from cronlease._run.acquisition.membership import RENEW_SECONDS
 from tests.support import ledger
 from tests.support.backends import backend_independent
@@ -28,33 +38,37 @@ WINDOW = 6  # slots per measured window
 SETTLE_MS = int(RENEW_SECONDS * 1000) + 1000
 
 
-def _replica(db_url: str, prefix: str) -> Proc:
+def _replica(
+    db_url: str, prefix: str, tasks: int = TASKS, env: dict[str, str] | None = None
+) -> Proc:
     # A ledger connection for each run a replica may start at once (a run waiting to
     # open one outlived its tick on a busy MariaDB), yet four replicas must fit in a
     # shared server's connections: 24 tasks over 3-4 members.
-    env = {"CRONLEASE_TEST_LEDGER_POOL": "10"}
-    return Proc("-m", "tests.support.batch_replica", db_url, prefix, str(TASKS), env=env)
+    env = {"CRONLEASE_TEST_LEDGER_POOL": "10", **(env or {})}
+    return Proc("-m", "tests.support.batch_replica", db_url, prefix, str(tasks), env=env)
 
 
 def _next_slot() -> int:
     return (int(time.time()) + 1) * 1000
 
 
-def _window(db_url: str, prefix: str, start_ms: int, slots: int = WINDOW) -> dict[int, int]:
+def _window(
+    db_url: str, prefix: str, start_ms: int, slots: int = WINDOW, tasks: int = TASKS
+) -> dict[int, int]:
     """Wait until ``slots`` slots from ``start_ms`` ran for every task; runs per pid in them."""
     end_ms = start_ms + slots * 1000
 
     def done() -> bool:
         rows = ledger.rows_like(db_url, f"{prefix}-")
-        return len({(t, s) for t, s, _ in rows if start_ms <= s < end_ms}) >= TASKS * slots
+        return len({(t, s) for t, s, _ in rows if start_ms <= s < end_ms}) >= tasks * slots
 
     try:
-        wait_for(done, 30, f"{slots} slots of every task from {start_ms}")
+        wait_for(done, 30 + slots, f"{slots} slots of every task from {start_ms}")
     except AssertionError:
         ran = {(t, s) for t, s, _ in ledger.rows_like(db_url, f"{prefix}-")}
         missing = sorted(
             (f"{prefix}-{i:03d}", s)
-            for i in range(TASKS)
+            for i in range(tasks)
             for s in range(start_ms, end_ms, 1000)
             if (f"{prefix}-{i:03d}", s) not in ran
         )
@@ -70,13 +84,15 @@ def _assert_shares(runs: dict[int, int], pids: list[int]) -> None:
     assert all(0.5 <= share <= 1.5 for share in shares.values()), shares
 
 
-def _assert_once_each(db_url: str, prefix: str, *, interrupted: int | None = None) -> None:
+def _assert_once_each(
+    db_url: str, prefix: str, *, interrupted: int | None = None, tasks: int = TASKS
+) -> None:
     """Every slot of every task once, from its first to its last; with ``interrupted``
     (a kill's instant, ms), a task may lose the one slot its kill interrupted."""
     by_task: dict[str, list[int]] = defaultdict(list)
     for task, slot, _ in ledger.rows_like(db_url, f"{prefix}-"):
         by_task[task].append(slot)
-    assert len(by_task) == TASKS
+    assert len(by_task) == tasks
     for task, slots in by_task.items():
         counts = Counter(slots)
         assert max(counts.values()) == 1, (task, sorted(s for s, n in counts.items() if n > 1))
@@ -194,6 +210,118 @@ def test_a_preferred_replica_killed_mid_run_costs_only_that_run(
     later = sorted(s for s in slots if s > killed_slot)
     assert later[0] == killed_slot + 2000, "the tick after the killed one was lost too"
     ledger.assert_every_slot_once(slots, step_ms=2000)
+
+
+@backend_independent(
+    "which members an instant is ranked over is decided in Python from the member rows",
+    covered_by="contract/test_fleet.py::test_a_renewal_inserts_renews_and_reads_every_live_member",
+)
+def test_a_window_too_small_for_its_members_workers_grows_until_every_tick_runs(
+    db_url: str, task_name: str
+) -> None:
+    """Four replicas of four tasks with two workers each, the smallest window one member,
+    each run working 0.55 s (past the tick's grace, 0.5 s): one member alone could run
+    two of an instant's four ticks, and no other would try the rest (no backup in a
+    window of one). The window grows to 2 x 4 tasks / 2 workers = 4 members, and every
+    tick runs once."""
+    ledger.setup(db_url)
+    tasks = 4
+    env = {
+        "CRONLEASE_TEST_ACTIVE": "1",
+        "CRONLEASE_TEST_WORKERS": "2",
+        "CRONLEASE_TEST_TASK_SECONDS": "0.55",
+    }
+    replicas = [_replica(db_url, task_name, tasks, env) for _ in range(4)]
+    try:
+        for replica in replicas:
+            replica.expect("started")
+        # settled: every member has read the others (a renewal period), and the change
+        # is older than the pace and 4 s (every member checks every tick until then)
+        settled = _next_slot() + int(RENEW_SECONDS * 1000) * 4 + 1000
+        _window(db_url, task_name, settled, slots=6, tasks=tasks)
+    finally:
+        codes = [replica.terminate() for replica in replicas]
+    assert codes == [0] * 4, [replica.stderr()[-2000:] for replica in replicas]
+    _assert_once_each(db_url, task_name, tasks=tasks)
+
+
+def _renewals(db_url: str, holders: Iterable[str]) -> dict[str, tuple[float, float]]:
+    """holder -> (renewed_at, expires_at) of the member rows of ``holders``."""
+    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            query = select(members.c.holder, members.c.renewed_at, members.c.expires_at).where(
+                members.c.holder.in_(list(holders))
+            )
+            return {str(h): (float(r), float(e)) for h, r, e in conn.execute(query)}
+    finally:
+        engine.dispose()
+
+
+@backend_independent(
+    "a member's renewal pace is planned in Python from the cohort it read; the row's "
+    "expiry is the database clock plus the ttl it asks for",
+    covered_by="contract/test_fleet.py::test_a_renewal_inserts_renews_and_reads_every_live_member, "
+    "contract/test_fleet.py::test_an_expired_member_is_not_read_and_the_next_renewal_deletes_it",
+)
+def test_a_large_cohort_renews_at_its_pace_and_a_killed_member_costs_no_tick(
+    db_url: str, task_name: str
+) -> None:
+    """Four replicas behaving as a cohort of 64 does: one renewal a second between them
+    (each member every 4 s, not 2 s) and two members per instant. One is killed between
+    two ticks: its preferred ticks go to their backups until the survivors see it
+    overdue (up to two paces and 2 s), then every member checks until the change
+    settles — every tick runs once, but the one in flight at the kill."""
+    ledger.setup(db_url)
+    env = {
+        "CRONLEASE_TEST_ACTIVE": "2",
+        "CRONLEASE_TEST_RENEWALS_PER_SECOND": "1",
+        "CRONLEASE_TEST_SAY_HOLDER": "1",
+    }
+    replicas = [_replica(db_url, task_name, env=env) for _ in range(4)]
+    holders = {}
+    try:
+        for replica in replicas:
+            holders[replica.expect("holder").split()[1]] = replica
+        for replica in replicas:
+            replica.expect("started")
+        pace = 4 / 1
+        # each row soon promises its next renewal a pace ahead (and lives 4 s past it)
+        wait_for(
+            lambda: (
+                len(rows := _renewals(db_url, holders)) == 4
+                and all(e - r > pace + 3.5 for r, e in rows.values())
+            ),
+            3 * pace,
+            lambda: f"member rows at the cohort's pace: {_renewals(db_url, holders)}",
+        )
+        # and keeps it: watched over three paces, every row renewed about three times
+        seen: dict[str, set[float]] = defaultdict(set)
+
+        def watched() -> bool:
+            for holder, (renewed_at, _) in _renewals(db_url, holders).items():
+                seen[holder].add(renewed_at)
+            return False
+
+        until = time.time() + 3 * pace
+        wait_for(
+            lambda: watched() or time.time() >= until, 3 * pace + 5, "three paces", interval=0.25
+        )
+        gaps = [b - a for times in seen.values() for a, b in itertools.pairwise(sorted(times))]
+        assert len(gaps) >= 4 and min(gaps) > RENEW_SECONDS + 0.5, sorted(gaps)
+        wait_for(lambda: 0.4 < time.time() % 1 < 0.6, 2, "the middle of a second", interval=0.01)
+        victim = replicas.pop(0)
+        victim.kill()
+        killed_ms = int(time.time() * 1000)
+        # seen within 2 paces + 2 s; unsettled a pace + 4 s more: every tick still runs
+        after = _window(db_url, task_name, _next_slot(), slots=int(4 * pace) + 6)
+        assert victim.popen.pid not in after
+    finally:
+        codes = [replica.terminate() for replica in replicas]
+        for replica in replicas:
+            replica.kill()
+    assert codes == [0, 0, 0], [replica.stderr()[-2000:] for replica in replicas]
+    _assert_once_each(db_url, task_name, interrupted=killed_ms)
 
 
 def _stats(replica: Proc) -> dict[str, int]:

@@ -29,6 +29,7 @@ from cronlease._lease.schema import members
 from cronlease._run.acquisition.membership import (
     APPROACH_SECONDS,
     EXPIRE_SECONDS,
+    LAST_READ_SECONDS,
     RENEW_SECONDS,
 )
 from cronlease._run.acquisition.rendezvous import rendezvous_order
@@ -74,10 +75,41 @@ def _forget(db_url: str, holders: Iterable[str]) -> None:
 def test_an_idle_fleet_renews_rarely_and_a_pair_killed_while_idle_is_replaced_on_time(
     db_url: str, task_name: str
 ) -> None:
+    _kill_a_pair_while_idle(db_url, task_name)
+
+
+@backend_independent(
+    "when a member renews is planned in Python from its schedules and its cohort's pace",
+    covered_by="contract/test_fleet.py::test_a_renewal_inserts_renews_and_reads_every_live_member, "
+    "contract/test_fleet.py::test_an_expired_member_is_not_read_and_the_next_renewal_deletes_it",
+)
+def test_an_idle_fleet_at_a_slow_pace_still_reads_the_fleet_just_before_the_instant(
+    db_url: str, task_name: str
+) -> None:
+    """The same, in a cohort renewing slowly (every 6 s: a large cohort's pace, with three
+    replicas): the approach is a renewal 6 s before the instant and one 2 s before it,
+    not one every 2 s — and the last still finds the pair's promises broken. Renewing
+    at the pace from the approach on, the survivor's last read before the instant would
+    be 6 s before it, when the pair was not overdue yet."""
+    due, survivor = _kill_a_pair_while_idle(
+        db_url, task_name, {"CRONLEASE_TEST_RENEWALS_PER_SECOND": "0.5"}
+    )
+    approach = [round(at - due, 1) for at in survivor if due - APPROACH_SECONDS - 1 < at < due]
+    # a renewal at the approach's start and one just before the instant, none between
+    assert len(approach) == 2, approach
+    assert -APPROACH_SECONDS - 1 < approach[0] < -APPROACH_SECONDS + 1, approach
+    assert -LAST_READ_SECONDS - 1 < approach[1] < -LAST_READ_SECONDS + 1, approach
+
+
+def _kill_a_pair_while_idle(
+    db_url: str, task_name: str, env: dict[str, str] | None = None
+) -> tuple[int, list[float]]:
+    """Three idle replicas, two killed while idle: the survivor runs every tick of the
+    instant once, on time. The instant (epoch s), and when the survivor renewed."""
     ledger.setup(db_url)
     due = math.ceil(time.time()) + AHEAD
     replicas = [
-        Proc("-m", "tests.support.idle_replica", db_url, task_name, str(TASKS), str(due))
+        Proc("-m", "tests.support.idle_replica", db_url, task_name, str(TASKS), str(due), env=env)
         for _ in range(3)
     ]
     by_holder: dict[str, Proc] = {}
@@ -129,7 +161,7 @@ def test_an_idle_fleet_renews_rarely_and_a_pair_killed_while_idle_is_replaced_on
             return [row for row in ledger.rows_like(db_url, f"{task_name}-") if row[1] == slot]
 
         wait_for(
-            lambda: len({t for t, _, _ in ran() if "#" not in t}) == TASKS,
+            lambda: watch() and len({t for t, _, _ in ran() if "#" not in t}) == TASKS,
             AHEAD + 10,
             lambda: f"every tick of the instant: ran {sorted(t for t, _, _ in ran())}",
         )
@@ -149,3 +181,4 @@ def test_an_idle_fleet_renews_rarely_and_a_pair_killed_while_idle_is_replaced_on
     }
     # on time: the backup's delay at most, far within the grace (30 s)
     assert max(lateness.values()) < 1000, lateness
+    return due, sorted(renewals[kept])

@@ -11,6 +11,11 @@ carry their level.
   second after the others (its ticks travel alone: a batch of one).
 - ``CRONLEASE_TEST_LEDGER``: the ledger's database URL (default: ``URL``), and
   ``CRONLEASE_TEST_LEDGER_POOL`` its pool size (default 16, and 10 more at a peak).
+- ``CRONLEASE_TEST_WORKERS``: ``max_workers`` (default: ``COUNT``); and the fleet
+  knobs of tests/support/fleet_knobs.py.
+- ``CRONLEASE_TEST_TASK_SECONDS``: how long each run works before it appends (default 0).
+- ``CRONLEASE_TEST_SAY_HOLDER=1``: a line ``holder HOLDER`` (its member row's) before
+  ``started``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +34,7 @@ from sqlalchemy import create_engine
 from cronlease import RunContext, RunFinished, Scheduler, TickSkipped
 from cronlease._lease.database import normalize_url
 from cronlease._timing.schedule import EPOCH
-from tests.support import ledger
+from tests.support import fleet_knobs, ledger
 from tests.support.foreground import run_forever_announced
 
 if TYPE_CHECKING:
@@ -48,7 +54,9 @@ def replica_main(url: str, prefix: str, count: int) -> None:
     overflow = 0 if "CRONLEASE_TEST_LEDGER_POOL" in os.environ else 10
     # A worker for each task: this is about batching, and three replicas of 16
     # workers have 48 slots for 50 ticks a second (capacity: test_capacity.py).
-    scheduler = Scheduler(url, history_retention=None, max_workers=count)
+    fleet_knobs.apply()
+    workers = int(os.environ.get("CRONLEASE_TEST_WORKERS", count))
+    scheduler = Scheduler(url, history_retention=None, max_workers=workers)
     # A pooled ledger connection per worker: a connection per append (as in
     # tests/support/ledger.py) costs MariaDB more than the runs can spare here.
     connect_args = {"timeout": 30} if ledger_url.startswith("sqlite") else {}
@@ -72,12 +80,15 @@ def replica_main(url: str, prefix: str, count: int) -> None:
     # next tick of that task was then skipped for overlap.
     sqlite = ledger_url.startswith("sqlite")
     one_writer: Any = threading.Lock() if sqlite else contextlib.nullcontext()
+    works = float(os.environ.get("CRONLEASE_TEST_TASK_SECONDS", "0"))
     names = [f"{prefix}-{index:03d}" for index in range(count)]
     if os.environ.get("CRONLEASE_TEST_LONE") == "1":
         names.append(f"{prefix}-lone")
     for name in names:
 
         def write(ctx: RunContext, name: str = name) -> None:
+            if works:
+                time.sleep(works)  # the task's own work, holding its worker
             with one_writer, engine.begin() as conn:
                 conn.execute(
                     ledger.ledger.insert().values(task=name, slot=ctx.slot, pid=os.getpid())
@@ -92,6 +103,8 @@ def replica_main(url: str, prefix: str, count: int) -> None:
         lambda e: e.outcome == "succeeded" or unrun.append(f"{e.task}@{e.slot}=failed"),
         RunFinished,
     )
+    if os.environ.get("CRONLEASE_TEST_SAY_HOLDER") == "1":
+        print("holder", scheduler.holder, flush=True)
     run_forever_announced(scheduler)
     stats = scheduler.stats.snapshot()
     keys = ["acquire_batches", "acquire_batch_ticks", "ticks_missed", "ticks_left_to_peers"]

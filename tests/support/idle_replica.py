@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 
 from cronlease import RunContext, Scheduler
 from cronlease._run.housekeeping import watcher
-from tests.support import ledger
+from tests.support import fleet_knobs, ledger
 from tests.support.foreground import run_forever_announced
 
 
@@ -33,6 +33,7 @@ def main(url: str, prefix: str, count: int, due: int) -> None:
         format="%(asctime)s %(process)d %(levelname)s %(message)s",
     )
     watcher.WATCH_EVERY = "24h"  # read when the Scheduler declares it
+    fleet_knobs.apply()  # tests/support/fleet_knobs.py
     scheduler = Scheduler(url, history_retention=None, max_workers=count)
     anchor = datetime.fromtimestamp(due, timezone.utc)
     for index in range(count):
