@@ -16,6 +16,10 @@ exhaust the shared server's 100 connections. Within the measured window
   its reaped children's), over the window, per tick;
 - **transactions per tick**: pg_stat_database of the bench database (commits +
   rollbacks), less the ledger's own flushes, for the whole fleet;
+- **statements per tick by kind** (``pg_stat_statements``, loaded in the cluster):
+  membership renewals, slot checks, acquisitions, finishes, lease renewals, and
+  the rest of cronlease's (``BEGIN``/``COMMIT`` of SQLAlchemy's transactions,
+  housekeeping reads); the ledger's are left out;
 - **row locks per tick**: WAL records of the window (``pg_waldump --stats``)
   that take a row lock: ``Heap/LOCK`` (a lock without a change: a refused
   ``ON CONFLICT DO UPDATE``, a ``FOR UPDATE``) plus ``Heap/UPDATE`` and
@@ -80,7 +84,30 @@ CLUSTER_CONF = {
     # the window's WAL must still be there for pg_waldump when it ends
     "wal_keep_size": "4096",
     "max_wal_size": "4GB",
+    # statements counted by kind
+    "shared_preload_libraries": "pg_stat_statements",
+    "pg_stat_statements.track": "all",
+    "pg_stat_statements.max": "5000",
 }
+#: statement kinds counted per tick (pg_stat_statements), in the table's order
+KINDS = ("membership", "slot_checks", "acquisitions", "finishes", "lease_renewals", "other")
+
+
+def kind_of(query: str) -> str | None:
+    """A statement's kind (None: the ledger's, or the benchmark's own reads)."""
+    if "cronlease_bench_ledger" in query or "pg_stat" in query or "pg_current_wal" in query:
+        return None
+    if "cronlease_members" in query:
+        return "membership"
+    if "INSERT INTO cronlease_leases" in query:
+        return "acquisitions"
+    if "cronlease_runs" in query and "released" in query:
+        return "finishes"
+    if "UPDATE cronlease_leases" in query:
+        return "lease_renewals"
+    if "cronlease_leases" in query and query.lstrip().upper().startswith("SELECT"):
+        return "slot_checks"
+    return "other"
 
 
 def replica(code: str, url: str, prefix: str, tasks: int, workers: int, active: int) -> None:
@@ -192,6 +219,8 @@ class Cluster:
         self.data = self._clusters.primary(self.port, settings or CLUSTER_CONF)
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
         self._engine = create_engine(self.url, isolation_level="AUTOCOMMIT", pool_size=1)
+        with self._engine.connect() as conn:
+            conn.execute(text("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"))
 
     @property
     def postmaster(self) -> int:
@@ -220,7 +249,23 @@ class Cluster:
                 )
             }
             lsn = conn.execute(text("SELECT pg_current_wal_lsn()::text")).scalar_one()
-        return {"xacts": int(xacts), "tables": tables, "lsn": str(lsn), "cpu": 0.0}
+            kinds = dict.fromkeys(KINDS, 0)
+            for query, calls in conn.execute(
+                text(
+                    "SELECT query, calls FROM pg_stat_statements s JOIN pg_database d"
+                    " ON d.oid = s.dbid WHERE d.datname = current_database()"
+                )
+            ):
+                kind = kind_of(str(query))
+                if kind is not None:
+                    kinds[kind] += int(calls)
+        return {
+            "xacts": int(xacts),
+            "tables": tables,
+            "lsn": str(lsn),
+            "cpu": 0.0,
+            "statements": kinds,
+        }
 
     def wal_records(self, start: str, end: str) -> dict[str, int]:
         out = self._clusters.tool(
@@ -345,6 +390,10 @@ def run_fleet(
         "row_locks_per_tick": sum(wal.get(kind, 0) for kind in LOCKING_RECORDS) / ticks,
         "lock_only_per_tick": wal.get("Heap/LOCK", 0) / ticks,
         "lease_updates_per_tick": (leases_after[0] - leases_before[0]) / ticks,
+        **{
+            f"{kind}_per_tick": (after["statements"][kind] - before["statements"][kind]) / ticks
+            for kind in KINDS
+        },
         "runs_share_min": shares[0],
         "runs_share_median": median(shares),
         "runs_share_max": shares[-1],
@@ -366,6 +415,12 @@ ROWS = [
     ("row locks/tick (WAL LOCK+UPDATE)", "row_locks_per_tick"),
     ("  of which lock-only (Heap/LOCK)", "lock_only_per_tick"),
     ("lease-row updates/tick", "lease_updates_per_tick"),
+    ("membership statements/tick", "membership_per_tick"),
+    ("slot checks/tick", "slot_checks_per_tick"),
+    ("acquisitions/tick", "acquisitions_per_tick"),
+    ("finishes/tick", "finishes_per_tick"),
+    ("lease renewals/tick", "lease_renewals_per_tick"),
+    ("other cronlease statements/tick", "other_per_tick"),
     ("runs/replica min (x fair share)", "runs_share_min"),
     ("runs/replica median (x fair)", "runs_share_median"),
     ("runs/replica max (x fair)", "runs_share_max"),
