@@ -373,7 +373,8 @@ class Membership:
             self._previous, self._changed_at = holders, now
         # the next renewal's pace: this cohort's members renew RENEWALS_PER_SECOND a second
         pace = self._pace = renew_pace(len(holders))
-        window = int(mine.rsplit("/", 1)[1]) if mine.rsplit("/", 1)[1].isdigit() else 0
+        named = mine.rsplit("/", 1)[1]
+        window = int(named) if named.isdigit() else 0  # this replica's own: always digits
         # judged against each member's own promise (its row's expiry less PAST_PROMISE):
         # a member idle until its next due instant is not overdue for renewing rarely;
         # one that missed its promised renewal by a whole period may have died. At the
