@@ -111,4 +111,10 @@ def test_the_example_admin_is_styled_and_links_cronlease(
         assert styled(), browser.page_source
     finally:
         server.send_signal(signal.SIGINT)
-        server.wait(timeout=30)
+        # its scheduler's shutdown waits up to its grace (25 s) for runs in flight
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+            pytest.fail(f"runserver still up 60 s after Ctrl-C:\n{log.read_text()[-4000:]}")
