@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -89,6 +91,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for line in _cleanup_report:
         terminalreporter.write_line(f"cronlease test databases: {line}")
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@pytest.fixture(autouse=True)
+def _stop_signals_kept(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that leaves the test process's SIGINT or SIGTERM changed (a library that
+    runs in the process and installs its own: ignored is inherited through exec) gets it
+    put back, with a warning naming it: a later test's child would not stop on Ctrl-C."""
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    yield
+    for signum, handler in before.items():
+        now = signal.getsignal(signum)
+        if now is not handler and handler is not None:
+            signal.signal(signum, handler)
+            warnings.warn(
+                f"{request.node.nodeid} left {signal.Signals(signum).name} set to {now!r}",
+                stacklevel=1,
+            )
 
 
 @pytest.fixture(params=BACKENDS)

@@ -24,6 +24,10 @@ pytestmark = pytest.mark.slow
 EXAMPLE = ROOT / "examples" / "django_project"
 
 
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_the_example_admin_is_styled_and_links_cronlease(
     browser: Any,  # noqa: F811  (the imported fixture)
     tmp_path: Path,
@@ -58,6 +62,11 @@ def test_the_example_admin_is_styled_and_links_cronlease(
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            # runserver stops on Ctrl-C by Python's default handler, which Python does not
+            # install where SIGINT is ignored at exec; this process may have it ignored
+            # (seen: a runserver of a CI run that never stopped had SIGINT and SIGQUIT
+            # ignored, as a shell's background job or a concurrent system() leaves them)
+            preexec_fn=_interruptible,
         )
     base = f"http://127.0.0.1:{port}"
     try:

@@ -231,7 +231,13 @@ def test_a_retry_runs(
             pass
 
     worker = Worker([queue], connection=fleet.redis, name=f"{fleet.queue}-simple")
-    worker.work(burst=True, with_scheduler=False)
+    # the worker installs its SIGINT/SIGTERM handlers in this process and leaves them
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        worker.work(burst=True, with_scheduler=False)
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     assert [pid for _, _, pid in ledger.rows_like(fleet.db, f"flaky|{fleet.queue}")] == [
         os.getpid(),
         os.getpid(),
