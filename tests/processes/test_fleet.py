@@ -17,17 +17,13 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 
 import pytest
-from sqlalchemy import create_engine, select
-from sqlalchemy.pool import NullPool
 
-from cronlease._lease.database import normalize_url
-from cronlease._lease.schema import members
 from cronlease._run.acquisition.membership import RENEW_SECONDS
 from tests.support import ledger
 from tests.support.backends import backend_independent
+from tests.support.member_rows import member_rows
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
@@ -245,19 +241,6 @@ def test_a_window_too_small_for_its_members_workers_grows_until_every_tick_runs(
     _assert_once_each(db_url, task_name, tasks=tasks)
 
 
-def _renewals(db_url: str, holders: Iterable[str]) -> dict[str, tuple[float, float]]:
-    """holder -> (renewed_at, expires_at) of the member rows of ``holders``."""
-    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
-    try:
-        with engine.connect() as conn:
-            query = select(members.c.holder, members.c.renewed_at, members.c.expires_at).where(
-                members.c.holder.in_(list(holders))
-            )
-            return {str(h): (float(r), float(e)) for h, r, e in conn.execute(query)}
-    finally:
-        engine.dispose()
-
-
 @backend_independent(
     "a member's renewal pace is planned in Python from the cohort it read; the row's "
     "expiry is the database clock plus the ttl it asks for",
@@ -289,17 +272,17 @@ def test_a_large_cohort_renews_at_its_pace_and_a_killed_member_costs_no_tick(
         # each row soon promises its next renewal a pace ahead (and lives 4 s past it)
         wait_for(
             lambda: (
-                len(rows := _renewals(db_url, holders)) == 4
+                len(rows := member_rows(db_url, holders)) == 4
                 and all(e - r > pace + 3.5 for r, e in rows.values())
             ),
             3 * pace,
-            lambda: f"member rows at the cohort's pace: {_renewals(db_url, holders)}",
+            lambda: f"member rows at the cohort's pace: {member_rows(db_url, holders)}",
         )
         # and keeps it: watched over three paces, every row renewed about three times
         seen: dict[str, set[float]] = defaultdict(set)
 
         def watched() -> bool:
-            for holder, (renewed_at, _) in _renewals(db_url, holders).items():
+            for holder, (renewed_at, _) in member_rows(db_url, holders).items():
                 seen[holder].add(renewed_at)
             return False
 

@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 import pytest
-from sqlalchemy import create_engine, delete, select
+from sqlalchemy import create_engine, delete
 from sqlalchemy.pool import NullPool
 
 from cronlease._lease.database import normalize_url
@@ -35,6 +35,7 @@ from cronlease._run.acquisition.membership import (
 from cronlease._run.acquisition.rendezvous import rendezvous_order
 from tests.support import ledger
 from tests.support.backends import backend_independent
+from tests.support.member_rows import member_rows
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
@@ -42,19 +43,6 @@ pytestmark = pytest.mark.slow
 TASKS = 10
 #: the tasks' first instant, this long after the test starts the replicas
 AHEAD = 17
-
-
-def _rows(db_url: str, holders: Iterable[str]) -> dict[str, tuple[float, float]]:
-    """holder -> (renewed_at, expires_at) of the live-or-not member rows of ``holders``."""
-    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
-    try:
-        with engine.connect() as conn:
-            query = select(members.c.holder, members.c.renewed_at, members.c.expires_at).where(
-                members.c.holder.in_(list(holders))
-            )
-            return {str(h): (float(r), float(e)) for h, r, e in conn.execute(query)}
-    finally:
-        engine.dispose()
 
 
 def _forget(db_url: str, holders: Iterable[str]) -> None:
@@ -117,7 +105,7 @@ def _kill_a_pair_while_idle(
     survivor: Proc | None = None
 
     def watch() -> dict[str, tuple[float, float]]:
-        rows = _rows(db_url, by_holder)
+        rows = member_rows(db_url, by_holder)
         for holder, (renewed_at, _) in rows.items():
             renewals[holder].add(renewed_at)
         return rows
@@ -134,7 +122,7 @@ def _kill_a_pair_while_idle(
                 and all(e - r > EXPIRE_SECONDS + 1 for r, e in rows.values())
             ),
             3 * RENEW_SECONDS + 2,
-            lambda: f"idle member rows: {_rows(db_url, by_holder)}",
+            lambda: f"idle member rows: {member_rows(db_url, by_holder)}",
         )
         # idle until then: watched at the rows, no renewal (every 2 s before)
         quiet_from = {h: max(seen) for h, seen in renewals.items()}
