@@ -215,16 +215,20 @@ def test_a_preferred_replica_killed_mid_run_costs_only_that_run(
 def test_a_window_too_small_for_its_members_workers_grows_until_every_tick_runs(
     db_url: str, task_name: str
 ) -> None:
-    """Four replicas of four tasks with two workers each, the smallest window one member,
-    each run working 0.55 s (past the tick's grace, 0.5 s): one member alone could run
-    two of an instant's four ticks, and no other would try the rest (no backup in a
-    window of one). The window grows to 2 x 4 tasks / 2 workers = 4 members, and every
-    tick runs once."""
+    """Four replicas of four tasks with three workers each, the smallest window one
+    member, each run working 0.55 s (past the tick's grace, 0.5 s): one member alone
+    could run three of an instant's four ticks, and no other would try the last (no
+    backup in a window of one). The window grows to ⌈2 x 4 tasks / 3 workers⌉ = 3
+    members, and every tick runs once: a tick is skipped only when its preferred
+    replica and its backup are both full, six runs for an instant's four ticks.
+    (With two workers, a member preferred for three of an instant's ticks leaves one
+    to its backup, which starts it a moment later; on a loaded CI machine one such tick
+    was once not run within its 0.5 s grace.)"""
     ledger.setup(db_url)
     tasks = 4
     env = {
         "CRONLEASE_TEST_ACTIVE": "1",
-        "CRONLEASE_TEST_WORKERS": "2",
+        "CRONLEASE_TEST_WORKERS": "3",
         "CRONLEASE_TEST_TASK_SECONDS": "0.55",
     }
     replicas = [_replica(db_url, task_name, tasks, env) for _ in range(4)]
