@@ -32,6 +32,7 @@ def test_the_example_admin_is_styled_and_links_cronlease(
     browser: Any,  # noqa: F811  (the imported fixture)
     tmp_path: Path,
 ) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -112,8 +113,13 @@ def test_the_example_admin_is_styled_and_links_cronlease(
         browser.find_element(By.NAME, "_save").click()
 
         def history() -> str:
-            found = browser.find_elements(By.ID, "schedule-history")
-            return str(found[0].text) if found else ""
+            # the save's redirect may replace the page between finding the element and
+            # reading it: that read is of the old page, and the next poll reads the new one
+            try:
+                found = browser.find_elements(By.ID, "schedule-history")
+                return str(found[0].text) if found else ""
+            except StaleElementReferenceException:
+                return ""
 
         wait_for(lambda: '"1h" → "2h"' in history(), timeout=30, message="the change listed")
         assert "admin" in history() and "add" in history(), history()
