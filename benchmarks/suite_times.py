@@ -2,16 +2,22 @@
 
     pytest -n 2 --junitxml=/tmp/junit.xml
     python benchmarks/suite_times.py /tmp/junit.xml [--top 40]
+    python benchmarks/suite_times.py /tmp/junit.xml --write tests/durations.json
 
 Reads a JUnit XML (every test's time, setup and teardown included) and prints the sums
 per top directory, per backend (the ``[sqlite]``/``[postgresql]``/``[mysql]`` part of a
 test id), per file, and the slowest tests. The sums are of test time, not wall time: on
 two workers the run takes about half of the total, when the workers stay busy.
+
+``--write`` keeps every test of half a second or more, by node id, in the file the
+test run orders its tests by (tests/support/ordering.py): refresh it from a CI run's
+report when tests were added or got faster or slower.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -42,8 +48,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("junit")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--write", metavar="JSON", help="write the durations file here")
     args = parser.parse_args()
     found = tests(args.junit)
+    if args.write:
+        durations = {f"{file}::{name}": round(s, 1) for file, name, s in found if s >= 0.5}
+        with open(args.write, "w") as out:
+            json.dump(dict(sorted(durations.items())), out, indent=0)
+            out.write("\n")
+        print(f"{len(durations)} tests of 0.5 s or more written to {args.write}")
     total = sum(seconds for _, _, seconds in found)
     print(f"{len(found)} tests, {total:.1f} s of test time")
     by_dir: dict[str, list[float]] = defaultdict(list)

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from cronlease._lease.store import LeaseStore
-from tests.support import databases, pgbouncer
+from tests.support import databases, ordering, pgbouncer
 from tests.support.procs import wait_for
 
 # The configured databases; tests get their run's own ones from url_for().
@@ -71,13 +71,8 @@ _cleanup_report: list[str] = []
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The process tests (marked slow: seconds to a minute each) first, the rest after,
-    each group in its usual order: xdist hands tests out in this order, and a
-    minute-long test handed out last kept one worker busy while the other idled
-    (longest first shortens the run; the order is the same on every worker). With
-    ``--dist worksteal`` (pyproject.toml) a worker that runs dry takes the far end of
-    the other's queue: the quick tests, never one a minute long."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Longest first, balanced over the xdist workers (tests/support/ordering.py)."""
+    ordering.order(items)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -1,4 +1,4 @@
-"""A replica whose wall clock steps about +1 h and back keeps firing, and nothing runs twice or early.
+"""A replica whose wall clock steps about +1 h and back keeps firing; nothing runs twice or early.
 
 Three replica processes on one database; libfaketime steps the wall clock of
 one of them at run time (an offset file it re-reads at every call), leaving
