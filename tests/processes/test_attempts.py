@@ -149,8 +149,10 @@ def test_the_watcher_abandons_a_paused_tasks_dead_run(
     """The watcher's schedule is not the point, so it runs every second instead of every
     minute (its own lease row, in a namespace of the test's own): the CI minute of
     waiting for its pass, on each backend, was most of this test. Its replica starts
-    with the holder: its passes mark nothing while the holder lives and renews."""
-    holder = spawn(db_url, task_name, 1, 1, hold="block", recover="0", every="2s")
+    with the holder: its passes mark nothing while the holder lives and renews. The
+    holder's task fires every second with the shortest lease (1 s), so its run starts
+    and, once it is killed, expires within a second each."""
+    holder = spawn(db_url, task_name, 1, 1, hold="block", recover="0", every="1s", ttl="1s")
     # a replica that does not declare the task and whose tasks ask for no attempts:
     # every scheduler runs the fleet-wide watcher, whose pass marks other
     # namespaces' runs too (one with no task asking for attempts had none)
