@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 import re
 import signal
@@ -28,29 +29,38 @@ from tests.support.procs import Proc, wait_for
 pytestmark = pytest.mark.slow
 
 TTL = 2.0
-#: how long after a test spawns its replicas their schedule's first tick falls (its
-#: anchor): they have started by then on the CI machine; one that starts later only
-#: waits for the next period, as it would with no anchor
-FIRST_TICK_AFTER = 5
+#: how long after a test spawns its replicas, at least, their schedule's first tick
+#: falls (its anchor, on the next whole second): a replica forked from the fork server
+#: has started within a few tenths of a second; one that starts later only joins the
+#: fleet late (each test needs one replica at its first tick, the others only after
+#: it), and if none has started, the first tick is the next period's, as with no anchor
+FIRST_TICK_AFTER = 1.5
 
 
 def soon() -> str:
-    """An anchor for a test's replicas: its first tick ``FIRST_TICK_AFTER`` s from now."""
-    return str(int(time.time()) + FIRST_TICK_AFTER)
+    """An anchor for a test's replicas: its first tick ``FIRST_TICK_AFTER`` s from now
+    or up to a second later (a whole second)."""
+    return str(math.ceil(time.time() + FIRST_TICK_AFTER))
 
 
 RUNNING = re.compile(r"running (\S+) slot=(\d+) attempt=(\d+) recovering=(\w+) key=(\S+)")
 
 
-def replicas(url: str, prefix: str, count: int, n: int, **env: str) -> list[Proc]:
+def spawn(url: str, prefix: str, count: int, n: int, **env: str) -> list[Proc]:
+    """``n`` replicas of ``count`` tasks ``PREFIX-i``, started: see :func:`replicas`."""
     settings = {
         "CRONLEASE_TEST_TTL": f"{TTL:g}s",
         **{f"CRONLEASE_TEST_{k.upper()}": v for k, v in env.items()},
     }
-    procs = [
+    return [
         Proc("-m", "tests.support.stale_replica", url, prefix, str(count), env=settings)
         for _ in range(n)
     ]
+
+
+def replicas(url: str, prefix: str, count: int, n: int, **env: str) -> list[Proc]:
+    """:func:`spawn`, then each one's ``started`` (they start at once, not one by one)."""
+    procs = spawn(url, prefix, count, n, **env)
     for proc in procs:
         proc.expect("started")
     return procs
@@ -96,14 +106,15 @@ def test_a_stale_attempt_cannot_commit_after_recovery(
     # idle in a transaction after IDLE_IN_TRANSACTION_TIMEOUT (test_idle_transactions.py).
     # every 8 s, not the replica's 15 s: the recovery is due within TTL + a poll of the
     # SIGSTOP, long before the next fire time, and the test waits for the first tick.
-    # The hold (4 s, was 6) only has to outlast the test's SIGSTOP after the "running"
-    # line; the stale attempt resumes once the hold has passed and the process continues.
-    procs = replicas(db_url, task_name, 1, 3, hold="4", every="8s", anchor=soon())
+    # The holder's first attempt waits for a "resume" line (it was a fixed 4 s sleep that
+    # had to outlast the SIGSTOP): the stale attempt resumes, SIGCONTed and told to,
+    # once the recovery has committed, and not a second later.
+    procs = replicas(db_url, task_name, 1, 3, hold="resume", every="8s", anchor=soon())
     try:
         holder, name, slot, _, _, _ = wait_for(
             lambda: next(iter(runs_seen(procs)), None), 40, "a first attempt"
         )
-        os.kill(holder.popen.pid, signal.SIGSTOP)  # it sleeps in the task: before any write
+        os.kill(holder.popen.pid, signal.SIGSTOP)  # it waits in the task: before any write
         survivors = [proc for proc in procs if proc is not holder]
         wait_for(
             lambda: lines(survivors, f"committed {name} slot={slot} attempt=2"),
@@ -111,6 +122,7 @@ def test_a_stale_attempt_cannot_commit_after_recovery(
             "the recovery's commit",
         )
         os.kill(holder.popen.pid, signal.SIGCONT)
+        holder.send("resume")
         wait_for(
             lambda: lines([holder], f"refused {name} slot={slot} attempt=1 LeaseLostError"),
             20,
@@ -134,23 +146,27 @@ def survivor_pid(procs: list[Proc], name: str, slot: int) -> int:
 def test_the_watcher_abandons_a_paused_tasks_dead_run(
     db_url: str, lease_store: LeaseStore, task_name: str
 ) -> None:
-    """The watcher's schedule is not the point, so it runs every 2 s instead of every
+    """The watcher's schedule is not the point, so it runs every second instead of every
     minute (its own lease row, in a namespace of the test's own): the CI minute of
-    waiting for its pass, on each backend, was most of this test."""
-    [holder] = replicas(db_url, task_name, 1, 1, hold="block", recover="0", every="2s")
+    waiting for its pass, on each backend, was most of this test. Its replica starts
+    with the holder: its passes mark nothing while the holder lives and renews. The
+    holder's task fires every second with the shortest lease (1 s), so its run starts
+    and, once it is killed, expires within a second each."""
+    holder = spawn(db_url, task_name, 1, 1, hold="block", recover="0", every="1s", ttl="1s")
+    # a replica that does not declare the task and whose tasks ask for no attempts:
+    # every scheduler runs the fleet-wide watcher, whose pass marks other
+    # namespaces' runs too (one with no task asking for attempts had none)
+    others = spawn(
+        db_url, "other", 1, 1, every="1h", namespace=task_name, watch_every="1s", recover="0"
+    )
     name = f"{task_name}-0"
-    others: list[Proc] = []
     try:
-        wait_for(lambda: next(iter(runs_seen([holder])), None), 20, "a first attempt")
-        holder.kill()
+        for proc in holder + others:
+            proc.expect("started")
+        wait_for(lambda: next(iter(runs_seen(holder)), None), 20, "a first attempt")
+        holder[0].kill()
         lease_store.pause(name)
         [fence_then] = [lease.fence for lease in lease_store.leases([name])]
-        # a replica that does not declare the task and whose tasks ask for no attempts:
-        # every scheduler runs the fleet-wide watcher, whose pass marks other
-        # namespaces' runs too (one with no task asking for attempts had none)
-        others = replicas(
-            db_url, "other", 1, 1, every="1h", namespace=task_name, watch_every="2s", recover="0"
-        )
         wait_for(
             lambda: lease_store.history(name)[0].outcome == "abandoned",
             30,
@@ -159,7 +175,7 @@ def test_the_watcher_abandons_a_paused_tasks_dead_run(
         [lease] = lease_store.leases([name])
         assert lease.paused and lease.fence == fence_then, "the task was never acquired"
     finally:
-        stop_all([holder, *others])
+        stop_all(holder + others)
 
 
 def test_a_crash_of_every_replica_recovers_each_slot_once(
@@ -177,8 +193,11 @@ def test_a_crash_of_every_replica_recovers_each_slot_once(
         assert len(in_flight) == tasks
         for proc in crashed:
             proc.kill()
+        # four, racing for the same oldest candidates: each pass of each starts at most
+        # ATTEMPTS_PER_PASS, so the 100 recoveries take several passes of each (with two,
+        # twice as many: 1.5 s more of waiting)
         restarted = replicas(
-            db_url, task_name, tasks, 2, workers="128", every="20s", work="0.3", anchor=anchor
+            db_url, task_name, tasks, 4, workers="128", every="20s", work="0.3", anchor=anchor
         )
         wait_for(
             lambda: (
@@ -199,18 +218,15 @@ def test_a_crash_of_every_replica_recovers_each_slot_once(
             return {(name, int(slot)) for name, slot in found} & in_flight
 
         wait_for(lambda: len(commits()) >= tasks, 30, "every recovery committed")
-        effects = Counter(
-            (name, slot)
-            for name in {name for name, _ in in_flight}
-            for slot, _ in ledger.entries(db_url, name)
-        )
+        effects = Counter((name, slot) for name, slot, _ in ledger.rows_like(db_url, task_name))
         wrong = {run: effects[run] for run in in_flight if effects[run] != 1}
         assert not wrong, f"committed effects per slot, not once: {wrong}"
         # started together: one pass's attempts share one transaction's start time, and
         # passes are at least POLL_SECONDS apart
         starts: dict[str, list[float]] = {}
+        recent = lease_store.recent_runs(sorted({name for name, _ in in_flight}), limit=2)
         for name, slot in in_flight:
-            [run] = [r for r in lease_store.history(name) if r.slot == slot and r.attempt == 2]
+            [run] = [r for r in recent[name] if r.slot == slot and r.attempt == 2]
             starts.setdefault(run.holder.split("#")[0], []).append(run.started_at)
         assert len(starts) >= 1
         for holder, times in starts.items():
@@ -234,17 +250,18 @@ def test_a_crash_of_every_replica_recovers_each_slot_once(
 def test_a_failing_task_is_retried_by_the_fleet_with_backoff(
     db_url: str, lease_store: LeaseStore, task_name: str, retries: int
 ) -> None:
-    # every 6 s: the chain of attempts (0.5 s + 1 s of backoff, two polls, three runs)
-    # fits before the next fire time with seconds to spare on a loaded CI host, and
-    # the test waits about two periods (the first tick, then the one that ends it)
-    delay = 0.5
+    # every 4 s: the chain of attempts (0.25 s + 0.5 s of backoff, two polls, three runs)
+    # fits before the next fire time with seconds to spare on a loaded CI host, and so
+    # does one attempt too many (1 s of backoff more), which the test would see; it waits
+    # about a period and a half (the first tick, soon, then the one that ends it)
+    delay = 0.25
     procs = replicas(
         db_url,
         task_name,
         1,
         3,
         recover="0",
-        every="6s",
+        every="4s",
         anchor=soon(),
         fail_below="3",
         retries=str(retries),

@@ -4,7 +4,10 @@ The task appends to the attempts ledger (tests/support/attempt_ledger.py),
 then, with ``CRONLEASE_TEST_BLOCK_FIRST=1``, blocks in a slot's first
 attempt, so a test can kill the replica mid-run. ``CRONLEASE_TEST_RECOVER=1``
 declares it ``recover=True``; ``CRONLEASE_TEST_TTL`` sets its lease TTL
-(default 2 s). Prints ``started`` once the scheduler runs, exits 0 on SIGTERM.
+(default 2 s); ``CRONLEASE_TEST_ANCHOR`` (seconds since the epoch) anchors its schedule
+there, so a test's first tick comes when it is ready for it (every replica of a test must
+be given the same: it is part of the schedule's fingerprint). Prints ``started`` once the
+scheduler runs, exits 0 on SIGTERM.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import logging
 import os
 import sys
 import threading
+from datetime import datetime, timezone
 
 from cronlease import RunContext, Scheduler
 from tests.support import attempt_ledger
@@ -25,10 +29,13 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
     )
+    anchor_at = os.environ.get("CRONLEASE_TEST_ANCHOR")
+    anchor = datetime.fromtimestamp(float(anchor_at), timezone.utc) if anchor_at else None
     scheduler = Scheduler(url)
 
     @scheduler.task(
         every=every,
+        anchor=anchor,
         name=name,
         lease_ttl=float(os.environ.get("CRONLEASE_TEST_TTL", "2")),
         recover=os.environ.get("CRONLEASE_TEST_RECOVER") == "1",

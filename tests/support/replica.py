@@ -3,7 +3,9 @@
 Runs ``Scheduler.run_forever()`` with one task that appends its slot to the
 ledger, prints ``started`` once the scheduler runs, and exits 0 on SIGTERM.
 With ``CRONLEASE_TEST_BLOCK=1`` the task blocks after writing the ledger, so
-a test can kill the replica mid-run; with ``CRONLEASE_TEST_RUN_SECONDS=N`` it
+a test can kill the replica mid-run (``CRONLEASE_TEST_BLOCK=first``: only in the task's
+first run fleet-wide, one with no ledger entry before it, so whichever replica wins the
+first tick is the one to kill); with ``CRONLEASE_TEST_RUN_SECONDS=N`` it
 takes N seconds. With ``CRONLEASE_TEST_GO=1`` the script prints ``ready`` and
 waits for a ``go`` line before it starts the scheduler, so a test can start
 it on cue without waiting for the interpreter. ``CRONLEASE_TEST_LEDGER`` puts
@@ -31,7 +33,7 @@ def main() -> None:
     url, name = sys.argv[1], sys.argv[2]
     every = sys.argv[3] if len(sys.argv) > 3 else "1s"
     catchup = sys.argv[4] if len(sys.argv) > 4 else "latest"
-    block = os.environ.get("CRONLEASE_TEST_BLOCK") == "1"
+    block = os.environ.get("CRONLEASE_TEST_BLOCK", "")
     ledger_url = os.environ.get("CRONLEASE_TEST_LEDGER", url)
     run_seconds = float(os.environ.get("CRONLEASE_TEST_RUN_SECONDS", "0"))
     if os.environ.get("CRONLEASE_TEST_JSON_LOG") == "1":
@@ -48,8 +50,9 @@ def main() -> None:
 
     @scheduler.task(every=every, name=name, catchup=catchup, anchor=anchor)
     def write_ledger(ctx: RunContext) -> None:
+        first = block == "first" and not ledger.entries(ledger_url, name)
         ledger.append(ledger_url, name, ctx.slot)
-        if block:
+        if block == "1" or first:
             threading.Event().wait()
         if run_seconds:
             threading.Event().wait(run_seconds)

@@ -2,7 +2,7 @@
 
 It declares no task: it offers the jobs named in ``JOBS`` (comma-separated, of
 ``x``, ``y`` and ``slow``) and runs the schedule rows of ``NAMESPACE`` that use
-them, polling every 0.5 s. Each job appends its slot to the ledger under its
+them, polling every 0.2 s. Each job appends its slot to the ledger under its
 ``tag`` argument (``slow`` as :func:`tests.support.ledger.timed_run`). Prints
 ``started`` once the scheduler runs; exits 0 on SIGTERM.
 """
@@ -17,7 +17,7 @@ from tests.support import ledger
 from tests.support.foreground import run_forever_announced
 
 #: seconds between two polls of the schedule rows (the tests' "one poll")
-POLL = 0.5
+POLL = 0.2
 
 
 def main() -> None:

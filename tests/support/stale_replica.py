@@ -7,6 +7,8 @@ Declares COUNT tasks ``PREFIX-0`` .. ``PREFIX-<COUNT-1>``, each ``recover=True``
 
 - attempt 1 with ``CRONLEASE_TEST_HOLD=block``: blocks for ever (kill -9 it);
 - attempt 1 with ``CRONLEASE_TEST_HOLD=<seconds>``: sleeps that long (SIGSTOP it);
+- attempt 1 with ``CRONLEASE_TEST_HOLD=resume``: waits for a ``resume`` line on stdin
+  (SIGSTOP it, SIGCONT it when the test is ready for its stale attempt, then send it);
 - then, in one transaction on the lease database, appends its slot to the
   ledger and calls ``ctx.verify(connection)`` — a stale attempt's append is
   rolled back with its transaction — and prints ``committed NAME slot=S
@@ -85,6 +87,9 @@ def main() -> None:
         )
         if ctx.attempt == 1 and hold == "block":
             threading.Event().wait()
+        elif ctx.attempt == 1 and hold == "resume":
+            if sys.stdin.readline().strip() != "resume":
+                return  # the test ended: stdin closed
         elif ctx.attempt == 1 and hold:
             time.sleep(float(hold))
         try:

@@ -1,7 +1,8 @@
-"""A replica process for the connection storm: ``storm_replica.py URL LEDGER_FILE``.
+"""A replica process for the connection storm: ``storm_replica.py URL LEDGER_FILE COUNT``.
 
-One task every second appends its slot to LEDGER_FILE (a file, not a table: the
-ledger must not take one of the few connections the server has). Prints
+``COUNT`` tasks every second, each run appending a line ``TASK SLOT`` to
+LEDGER_FILE (a file, not a table: the ledger must not take one of the few
+connections the server has). Prints
 ``started`` once the scheduler runs; answers each ``health`` line on stdin with
 one JSON line: whether it ran a task yet, ``Scheduler.health()`` (threshold 0.5 s)
 and why it makes no new connection. Exits 0 on SIGTERM.
@@ -19,18 +20,22 @@ from cronlease._lease.database import connect_state
 
 
 def main() -> None:
-    url, ledger = sys.argv[1], sys.argv[2]
+    url, ledger, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(process)d %(message)s"
     )
     scheduler = Scheduler(url, history_retention=None)
     ran = [0]
+    counting = threading.Lock()  # runs of several tasks at once, on several workers
 
-    @scheduler.task(every="1s", name="storm-every-second")
     def note(ctx: RunContext) -> None:
         with open(ledger, "a") as file:
-            file.write(f"{ctx.slot}\n")
-        ran[0] += 1
+            file.write(f"{ctx.name} {ctx.slot}\n")
+        with counting:
+            ran[0] += 1
+
+    for index in range(count):
+        scheduler.add_task(note, every="1s", name=f"storm-every-second-{index}")
 
     def answer() -> None:
         for line in sys.stdin:
