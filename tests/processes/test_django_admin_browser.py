@@ -76,28 +76,35 @@ def test_the_example_admin_is_styled_and_links_cronlease(
         browser.find_element(By.NAME, "username").send_keys("admin")
         browser.find_element(By.NAME, "password").send_keys("pw")
         browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-        wait_for(lambda: browser.find_elements(By.ID, "content-main"), timeout=30)
+        # the admin's index, not the login page still shown (it has a #content-main too)
+        tasks = 'a[href="/admin/cronlease/taskstatus/"]'
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, tasks), timeout=30)
 
         def styled() -> bool:
-            # base.css loaded and applied: the header has the admin's colour, not none
-            header = browser.find_element(By.ID, "header")
-            sheets = browser.execute_script(
-                "return [...document.styleSheets].filter(s => s.cssRules.length).map(s => s.href)"
-            )
-            loaded = any(str(href).endswith("/static/admin/css/base.css") for href in sheets)
-            return loaded and header.value_of_css_property("background-color") not in (
-                "rgba(0, 0, 0, 0)",
-                "transparent",
-            )
+            # base.css loaded and applied: the header has the admin's colour, not none; a
+            # page replaced between finding the header and reading it is read again
+            try:
+                header = browser.find_element(By.ID, "header")
+                sheets = browser.execute_script(
+                    "return [...document.styleSheets]"
+                    ".filter(s => s.cssRules.length).map(s => s.href)"
+                )
+                loaded = any(str(href).endswith("/static/admin/css/base.css") for href in sheets)
+                return loaded and header.value_of_css_property("background-color") not in (
+                    "rgba(0, 0, 0, 0)",
+                    "transparent",
+                )
+            except StaleElementReferenceException:
+                return False
 
-        assert styled(), browser.page_source
-        link = browser.find_element(By.CSS_SELECTOR, 'a[href="/admin/cronlease/taskstatus/"]')
+        wait_for(styled, timeout=30, message=lambda: f"a styled page: {browser.page_source}")
+        link = browser.find_element(By.CSS_SELECTOR, tasks)
         assert link.text == "Tasks"
         link.click()
         wait_for(lambda: browser.find_elements(By.ID, "cronlease"), timeout=30)
         names = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#cronlease td a")]
         assert "clear_expired_sessions" in names and "nightly-report" in names, names
-        assert styled(), browser.page_source
+        wait_for(styled, timeout=30, message=lambda: f"a styled page: {browser.page_source}")
 
         # a schedule added, then changed, through the forms (the job from the list)
         browser.get(f"{base}/admin/cronlease/schedule/add/")
@@ -123,7 +130,7 @@ def test_the_example_admin_is_styled_and_links_cronlease(
 
         wait_for(lambda: '"1h" → "2h"' in history(), timeout=30, message="the change listed")
         assert "admin" in history() and "add" in history(), history()
-        assert styled(), browser.page_source
+        wait_for(styled, timeout=30, message=lambda: f"a styled page: {browser.page_source}")
     finally:
         server.send_signal(signal.SIGINT)
         # its scheduler's shutdown waits up to its grace (25 s) for runs in flight
