@@ -310,11 +310,13 @@ def test_a_retry_runs_a_duplicate_does_not(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("broker", ["rabbitmq", "redis"])
 def test_a_ticks_sends_reuse_the_connections_of_the_last(broker: str, task_name: str) -> None:
-    """Every entry of an instant is sent at once, one worker thread each: the second
-    instant's sends, and every later one's, find the first's connections idle instead
-    of opening (and, on AMQP, setting up and closing) one each — a tick's CPU was mostly
-    that. Counted where Celery opens one (``connection_for_write``) and, for the
-    messages, at the broker: every message queued, once."""
+    """Every entry of an instant is sent at once, one worker thread each: later instants'
+    sends find the earlier ones' connections idle instead of opening (and, on AMQP,
+    setting up and closing) one each — a tick's CPU was mostly that. Counted where Celery
+    opens one (``connection_for_write``) and, for the messages, at the broker: every
+    message queued, once. The sends' connections number at most the sends at once (an
+    instant's threads may not all overlap on a loaded machine, so a later instant may
+    still open one the first did not need), never one a send."""
     import threading
 
     from celery import Celery
@@ -329,7 +331,9 @@ def test_a_ticks_sends_reuse_the_connections_of_the_last(broker: str, task_name:
     open_one = app.connection_for_write
 
     def counting(*args: Any, **kwargs: Any) -> Any:
-        opened["connections"] += 1
+        # the sends' own connections ask for publisher confirms or for nothing, by name;
+        # Celery's pool and the probe of the broker pass no options
+        opened["sends" if "transport_options" in kwargs else "celery"] += 1
         return open_one(*args, **kwargs)
 
     app.connection_for_write = counting  # type: ignore[method-assign]
@@ -357,12 +361,13 @@ def test_a_ticks_sends_reuse_the_connections_of_the_last(broker: str, task_name:
                 thread.join(30)
             assert not errors, errors
             if instant == 0:
-                after_the_first = opened["connections"]
+                celery_own = opened["celery"]
         with Connection(url, connect_timeout=5) as conn:
             queued = KombuQueue(queue, channel=conn.default_channel).queue_declare(passive=True)
         assert queued.message_count == entries * instants
-        # the first instant opened its connections (and Celery its own, once): no later one
-        assert opened["connections"] == after_the_first, (after_the_first, opened)
+        # 40 sends on at most 8 connections; Celery opened its own in the first instant only
+        assert 1 <= opened["sends"] <= entries, opened
+        assert opened["celery"] == celery_own, (celery_own, opened)
     finally:
         senders[0]._connections.close()
         purge(url, queue)
