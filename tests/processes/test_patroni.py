@@ -48,7 +48,9 @@ def test_a_synchronous_patroni_cluster_fails_over_under_three_replicas(tmp_path:
     history: dict[str, list[tuple[int, int, str]]] = {}
     ledger_url = f"sqlite:///{tmp_path / 'ledger.db'}"
     try:
-        cluster.start()
+        # the replicas start on the leader while the other two nodes clone it: their
+        # first runs and the cloning overlap; no fault before the cluster is healthy
+        cluster.start(healthy=False)
         url = cluster.url()
         ledger.setup(ledger_url)
         replicas = [Proc("-m", "tests.support.patroni_replica", url, ledger_url) for _ in range(3)]
@@ -56,6 +58,7 @@ def test_a_synchronous_patroni_cluster_fails_over_under_three_replicas(tmp_path:
             proc.expect("started", timeout=60)
         wait_for(lambda: patroni.count(ledger_url, "tick#end") >= 3, 30, "runs of tick")
         wait_for(lambda: patroni.count(ledger_url, "long#end") >= 1, 30, "a run of long")
+        wait_for(cluster.healthy, 120, lambda: f"a healthy cluster\n{cluster.logs()}")
 
         # (2) a switchover under load, to the synchronous standby
         candidate = wait_for(cluster.sync_standby, 30, "a synchronous standby")
@@ -73,24 +76,35 @@ def test_a_synchronous_patroni_cluster_fails_over_under_three_replicas(tmp_path:
         wait_for(cluster.healthy, 60, lambda: f"the old leader back as a replica\n{cluster.logs()}")
         print(f"switchover: a synchronous standby recorded {time.monotonic() - began:.1f} s later")
         ticks = patroni.count(ledger_url, "tick#end")
-        wait_for(lambda: patroni.count(ledger_url, "tick#end") >= ticks + 2, 30, "ticks on")
 
-        # (1) kill -9 of the leader, mid-run of long
-        wait_for(lambda: patroni.in_flight(ledger_url, "long"), 30, "a run of long in flight")
+        # (1) kill -9 of the leader, mid-run of long, with ticks on since the switchover
+        wait_for(
+            lambda: (
+                patroni.count(ledger_url, "tick#end") >= ticks + 2
+                and patroni.in_flight(ledger_url, "long")
+            ),
+            30,
+            "ticks on and a run of long in flight",
+        )
         leader = cluster.leader()
         assert leader is not None
         others = [node.port for node in cluster.nodes if node is not leader]
         figures["kill"] = patroni.outage(cluster, ledger_url, others, cluster.kill_leader)
-        wait_for(cluster.healthy, 60, lambda: f"the survivors streaming\n{cluster.logs()}")
-        # a replica restarted after the failover: its catch-up (slow: all) re-runs nothing
+        # a replica restarted after the failover: its catch-up (slow: all) re-runs nothing;
+        # it restarts while the survivor becomes the new leader's synchronous standby
         assert replicas[0].stop() == 0, replicas[0].stderr()
         replicas.append(Proc("-m", "tests.support.patroni_replica", url, ledger_url))
         replicas[-1].expect("started", timeout=60)
+        wait_for(cluster.healthy, 60, lambda: f"the survivors streaming\n{cluster.logs()}")
         ticks = patroni.count(ledger_url, "tick#end")
         wait_for(lambda: patroni.count(ledger_url, "tick#end") >= ticks + 2, 30, "ticks on")
 
-        for proc in replicas[1:]:  # the ledger is complete: every run it saw is in the history
-            assert proc.stop() == 0, proc.stderr()
+        # the ledger is complete: every run it saw is in the history. Stopped together:
+        # each waits for its runs in flight (long: 2 s) to end.
+        for proc in replicas[1:]:
+            proc.send("stop")
+        for proc in replicas[1:]:
+            assert proc.popen.wait(timeout=30) == 0, proc.stderr()
         store = LeaseStore.from_url(url)
         try:
             for name in TASKS:

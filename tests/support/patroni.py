@@ -144,7 +144,10 @@ class PatroniCluster:
             }
         )
 
-    def start(self, timeout: float = 120) -> None:
+    def start(self, timeout: float = 120, *, healthy: bool = True) -> None:
+        """Start etcd and the three nodes; return once :meth:`healthy`, or with
+        ``healthy=False`` once the first node leads and commits a write (the other two
+        cloning it meanwhile: wait for :meth:`healthy` before a fault)."""
         etcd_data = self.root / "etcd"
         with open(self.root / "etcd.log", "wb") as log:
             self.etcd = subprocess.Popen(
@@ -182,7 +185,14 @@ class PatroniCluster:
         )
         for node in self.nodes[1:]:
             self._launch(node)
+        if not healthy:
+            wait_for(self._leader_writes, timeout, lambda: f"a leader writing:\n{self.logs()}")
+            return
         wait_for(self.healthy, timeout, lambda: f"a healthy cluster:\n{self.logs()}", interval=0.5)
+
+    def _leader_writes(self) -> bool:
+        leader = self.leader()
+        return leader is not None and writable(leader.port)
 
     def _launch(self, node: Node) -> None:
         prefix: list[str] = []
