@@ -375,6 +375,8 @@ class PatroniCluster:
                     os.kill(pid, signal.SIGKILL)
                 with contextlib.suppress(AssertionError):
                     wait_for(lambda pid=pid: process_gone(pid), 10)
+        for name in self.killed:
+            release_shared_memory(self.node(name).data)
         if self.etcd is not None and self.etcd.poll() is None:
             self.etcd.terminate()
             try:
@@ -383,6 +385,22 @@ class PatroniCluster:
                 self.etcd.kill()
                 self.etcd.wait(timeout=10)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def release_shared_memory(data: Path) -> None:
+    """Remove the System V segment a postmaster killed -9 leaves behind (its
+    ``postmaster.pid`` names it; no other exit leaves it): once nothing is attached
+    to it, it is no one's, and it would outlive the test."""
+    try:
+        key, shmid = (int(n) for n in (data / "postmaster.pid").read_text().splitlines()[6].split())
+        with open("/proc/sysvipc/shm") as table:
+            rows = [line.split() for line in table.read().splitlines()[1:]]
+    except (OSError, ValueError, IndexError):
+        return
+    # columns: key shmid perms size cpid lpid nattch ...
+    if any(row[:2] == [str(key), str(shmid)] and row[6] == "0" for row in rows):
+        with contextlib.suppress(OSError):  # no ipcrm: it stays, as before
+            subprocess.run(["ipcrm", "-m", str(shmid)], capture_output=True, check=False)
 
 
 def writable(port: int, timeout: float = 2.0) -> bool:
