@@ -254,7 +254,8 @@ def test_a_node_killed_and_rejoining_runs_no_slot_twice(
     try:
         for replica in replicas:
             replica.expect("started", 60)
-        wait_for(lambda: len(ledger.entries(ledger_url, name)) >= 5, 30, "five ledger rows")
+        # at work on three nodes: a few slots run, then the fault
+        wait_for(lambda: len(ledger.entries(ledger_url, name)) >= 3, 30, "three ledger rows")
         again_before = replicas[2].stderr().count(AGAIN)
         cluster.kill(victim)
         killed_at = time.monotonic()
