@@ -32,9 +32,9 @@ the protocol's), over a 20 s window (120 slots):
 Measured (2 cores; benchmarks/README.md), the far replicas started through the
 delay: default grace: 21 to 31 of 120 missed (four runs), the far replicas won
 0; grace 2 s: 11 to 17 missed, the far replicas won 2 + 4, 7 + 6 and 9 + 4;
-29-33 s of wall time a case. Started without it (four runs each, the machine
-loaded by other tests): default grace 27 to 41 missed, the far replicas won 0;
-grace 2 s: 8 to 21 missed, they won 3 + 3 to 8 + 6; 23-25 s a case. Nothing ran twice.
+29-33 s of wall time a case. Started without it (six runs each, the machine
+loaded by other tests): default grace 24 to 41 missed, the far replicas won 0;
+grace 2 s: 8 to 21 missed, they won 6 to 14; 23-25 s a case. Nothing ran twice.
 """
 
 from __future__ import annotations
