@@ -8,6 +8,7 @@ only on those that do. The replicas poll every 0.2 s (tests/support/schedule_rep
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -68,7 +69,7 @@ def test_added_changed_and_removed_rows_are_followed_by_two_replicas(
     # one row to change, one to remove and a control: the change and the removal are
     # made at once and followed together, each on a row of its own
     tag, removed, control = (f"{task_name}-{n}" for n in ("t", "r", "c"))
-    added_at = {}
+    added_at: dict[str, float] = {}
     for name, each in (("t", tag), ("r", removed), ("c", control)):
         added_at[each] = time.time()
         # every 1 s with the grace of a 2 s schedule (1 s): a loaded host does not skip a tick
@@ -85,7 +86,7 @@ def test_added_changed_and_removed_rows_are_followed_by_two_replicas(
         "two runs every 1 s, and one of the row to remove",
     )
     for each in (tag, removed, control):
-        first = wait_for(lambda each=each: slots(db_url, each), 5, "the first runs")[0]
+        first = wait_for(functools.partial(slots, db_url, each), 5, "the first runs")[0]
         # within one poll, at the schedule's first fire time after it was seen
         # (1 s for the poll's read and the tick's start on a loaded host)
         assert first <= (added_at[each] + POLL + 1.0 + 1.0) * 1000, (each, first, added_at)
