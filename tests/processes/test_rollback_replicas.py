@@ -13,6 +13,9 @@ counts runs and times them: none overlaps, none is told ``ctx.lost``.
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -41,7 +44,6 @@ def test_a_lease_row_put_back_under_running_replicas(db_url: str, tmp_path: Path
         for replica in replicas:
             replica.expect("started", timeout=60)
         wait_for(lambda: len(ledger.entries(ledger_url, "fast#end")) >= 1, 30, "a run")
-        ended = len(ledger.entries(ledger_url, "fast#end"))
         started = len(ledger.entries(ledger_url, "fast"))
         wait_for(lambda: len(ledger.entries(ledger_url, "fast")) > started, 30, "the next run")
 
@@ -80,10 +82,19 @@ def test_a_lease_row_put_back_under_running_replicas(db_url: str, tmp_path: Path
                 break
         else:
             raise AssertionError("five runs went by before the test could put a row back")
-        wait_for(lambda: len(ledger.entries(ledger_url, "fast#end")) >= ended + 4, 30, "runs")
+        # A run beside the holder's would be a later slot's, begun before the holder's
+        # run ended (it writes an #overlap entry as it begins): once the run of the slot
+        # that went back and a later slot's run have ended, any such run has begun.
+        wait_for(
+            lambda: (
+                lost_slot in (ends := {s for s, _ in ledger.entries(ledger_url, "fast#end")})
+                and max(ends) > lost_slot
+            ),
+            30,
+            "the run of the slot that went back, and a later one",
+        )
     finally:
-        for replica in replicas:
-            replica.stop()
+        stop_all(replicas)
         engine.dispose()
     stderr = "\n".join(replica.stderr() for replica in replicas)
     slots = [slot for slot, _ in ledger.entries(ledger_url, "fast")]
@@ -112,6 +123,20 @@ def test_a_lease_row_put_back_under_running_replicas(db_url: str, tmp_path: Path
         assert replica.stderr().count(LOST_WRITES) <= 1, replica.stderr()
     # the holder noticed, and said so once
     assert REASSERTED in stderr, stderr
+
+
+def stop_all(replicas: list[Proc]) -> None:
+    """``stop`` to every replica, then wait for each: their shutdowns overlap."""
+    for replica in replicas:
+        if replica.popen.poll() is None:
+            with contextlib.suppress(OSError):
+                replica.send("stop")
+    deadline = time.monotonic() + 30
+    for replica in replicas:
+        try:
+            replica.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            replica.kill()
 
 
 def run_windows(ledger_url: str, task: str) -> list[tuple[int, int, int, int]]:

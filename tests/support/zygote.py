@@ -31,6 +31,7 @@ would start the same way (see ``procs.forkable``), and ``subprocess`` otherwise.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -58,6 +59,11 @@ def _preload() -> None:
         # a driver not installed: the child imports what it needs, and fails as it would
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    # What every child keeps, frozen out of the collector's sight: a child's collections,
+    # the one at its exit included, do not walk (and copy the pages of) all of it again.
+    # A replica's exit after SIGTERM took 0.14-0.23 s, 0.03-0.09 s frozen.
+    gc.collect()
+    gc.freeze()
 
 
 def _reap(children: dict[int, socket.socket]) -> None:
