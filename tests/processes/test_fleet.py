@@ -23,15 +23,15 @@ import pytest
 from cronlease._run.acquisition.membership import RENEW_SECONDS
 from tests.support import ledger
 from tests.support.backends import backend_independent
-from tests.support.member_rows import member_rows
+from tests.support.member_rows import member_rows, wait_read_by_all
 from tests.support.procs import Proc, wait_for
 
 pytestmark = pytest.mark.slow
 
 TASKS = 24
 WINDOW = 6  # slots per measured window
-# until every member has read the others' rows: one renewal period, and the tick after
-SETTLE_MS = int(RENEW_SECONDS * 1000) + 1000
+#: a replica that prints its member row's holder (``holder HOLDER``) before ``started``
+SAY_HOLDER = {"CRONLEASE_TEST_SAY_HOLDER": "1"}
 
 
 def _replica(
@@ -42,6 +42,13 @@ def _replica(
     # shared server's connections: 24 tasks over 3-4 members.
     env = {"CRONLEASE_TEST_LEDGER_POOL": "10", **(env or {})}
     return Proc("-m", "tests.support.batch_replica", db_url, prefix, str(tasks), env=env)
+
+
+def _started(replica: Proc) -> str:
+    """Wait until a replica started with :data:`SAY_HOLDER` runs; its holder id."""
+    holder = replica.expect("holder").split()[1]
+    replica.expect("started")
+    return holder
 
 
 def _next_slot() -> int:
@@ -107,19 +114,21 @@ def test_runs_spread_over_the_fleet_and_move_to_a_member_that_joins(
     db_url: str, task_name: str
 ) -> None:
     ledger.setup(db_url)
-    replicas = [_replica(db_url, task_name) for _ in range(3)]
+    replicas = [_replica(db_url, task_name, env=SAY_HOLDER) for _ in range(3)]
     try:
-        for replica in replicas:
-            replica.expect("started")
+        holders = [_started(replica) for replica in replicas]
         pids = [replica.popen.pid for replica in replicas]
-        # every member's view has the others from its next membership read on
-        _assert_shares(_window(db_url, task_name, _next_slot() + SETTLE_MS), pids)
-        newcomer = _replica(db_url, task_name)
+        # measured once every member's view has the others: its next membership read
+        wait_read_by_all(db_url, holders)
+        _assert_shares(_window(db_url, task_name, _next_slot()), pids)
+        newcomer = _replica(db_url, task_name, env=SAY_HOLDER)
         replicas.append(newcomer)
-        newcomer.expect("started")
+        old = list(holders)
+        holders.append(_started(newcomer))
         pids.append(newcomer.popen.pid)
         # the others see it at their next membership read: within one renewal period
-        runs = _window(db_url, task_name, _next_slot() + SETTLE_MS)
+        wait_read_by_all(db_url, holders, readers=old)
+        runs = _window(db_url, task_name, _next_slot())
         _assert_shares(runs, pids)
     finally:
         codes = [replica.terminate() for replica in replicas]
@@ -142,11 +151,11 @@ def test_a_preferred_replica_killed_between_ticks_costs_at_most_the_tick_in_flig
     db_url: str, task_name: str
 ) -> None:
     ledger.setup(db_url)
-    replicas = [_replica(db_url, task_name) for _ in range(3)]
+    replicas = [_replica(db_url, task_name, env=SAY_HOLDER) for _ in range(3)]
     try:
-        for replica in replicas:
-            replica.expect("started")
-        _window(db_url, task_name, _next_slot() + SETTLE_MS, slots=2)
+        # every member's view has the others (the victim is preferred for its share)
+        wait_read_by_all(db_url, [_started(replica) for replica in replicas])
+        _window(db_url, task_name, _next_slot(), slots=2)
         # kill -9 half-way between two ticks (the tasks take milliseconds)
         wait_for(lambda: 0.4 < time.time() % 1 < 0.6, 2, "the middle of a second", interval=0.01)
         victim = replicas.pop(0)
@@ -263,7 +272,7 @@ def test_a_large_cohort_renews_at_its_pace_and_a_killed_member_costs_no_tick(
     env = {
         "CRONLEASE_TEST_ACTIVE": "2",
         "CRONLEASE_TEST_RENEWALS_PER_SECOND": "1",
-        "CRONLEASE_TEST_SAY_HOLDER": "1",
+        **SAY_HOLDER,
     }
     replicas = [_replica(db_url, task_name, env=env) for _ in range(4)]
     holders = {}
