@@ -23,8 +23,9 @@ import pytest
 from cronlease._run.acquisition.membership import RENEW_SECONDS
 from tests.support import ledger
 from tests.support.backends import backend_independent
+from tests.support.batch_replica import read_stats, read_unrun
 from tests.support.member_rows import member_rows, wait_read_by_all
-from tests.support.procs import Proc, wait_for
+from tests.support.procs import Proc, terminate_all, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -49,6 +50,14 @@ def _started(replica: Proc) -> str:
     holder = replica.expect("holder").split()[1]
     replica.expect("started")
     return holder
+
+
+def _stop(replicas: list[Proc]) -> list[int]:
+    """SIGTERM to every replica at once; their exit statuses. Stopped one after another
+    (each waiting for its runs: 0.55 s in the window test), two could be gone before the
+    others read either leave, and a tick preferring both be tried by nobody while the
+    others still ran the task's later ticks (two leaves within a pace, design §4.4)."""
+    return terminate_all(replicas)
 
 
 def _next_slot() -> int:
@@ -88,10 +97,16 @@ def _assert_shares(runs: dict[int, int], pids: list[int]) -> None:
 
 
 def _assert_once_each(
-    db_url: str, prefix: str, *, interrupted: int | None = None, tasks: int = TASKS
+    db_url: str,
+    prefix: str,
+    *,
+    interrupted: int | None = None,
+    tasks: int = TASKS,
+    unrun: dict[tuple[str, int], list[str]] | None = None,
 ) -> None:
     """Every slot of every task once, from its first to its last; with ``interrupted``
-    (a kill's instant, ms), a task may lose the one slot its kill interrupted."""
+    (a kill's instant, ms), a task may lose the one slot its kill interrupted. ``unrun``:
+    why the replicas skipped each tick they did not run (:func:`_unrun`), to show."""
     by_task: dict[str, list[int]] = defaultdict(list)
     for task, slot, _ in ledger.rows_like(db_url, f"{prefix}-"):
         by_task[task].append(slot)
@@ -102,7 +117,18 @@ def _assert_once_each(
         missing = set(range(min(slots), max(slots) + 1000, 1000)) - set(slots)
         if interrupted is not None:  # the tick in flight at the kill, at most
             missing -= {max((s for s in missing if s <= interrupted), default=-1)}
-        assert not missing, (task, sorted(missing))
+        # a slot no replica says it skipped was left to peers by every one of them
+        assert not missing, (task, {s: (unrun or {}).get((task, s), []) for s in sorted(missing)})
+
+
+def _unrun(replicas: list[Proc]) -> dict[tuple[str, int], list[str]]:
+    """Why the replicas (stopped with SIGTERM) skipped the ticks they did not run."""
+    reasons: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for replica in replicas:
+        read_stats(replica)  # the line before
+        for tick, reason in read_unrun(replica).items():
+            reasons[tick].append(reason)
+    return reasons
 
 
 @backend_independent(
@@ -131,10 +157,10 @@ def test_runs_spread_over_the_fleet_and_move_to_a_member_that_joins(
         runs = _window(db_url, task_name, _next_slot())
         _assert_shares(runs, pids)
     finally:
-        codes = [replica.terminate() for replica in replicas]
+        codes = _stop(replicas)
     assert codes == [0] * 4, [replica.stderr()[-2000:] for replica in replicas]
     _assert_once_each(db_url, task_name)
-    stats = [_stats(replica) for replica in replicas]
+    stats = [read_stats(replica) for replica in replicas]
     tried = sum(stat["acquire_batch_ticks"] for stat in stats)
     ran = len(ledger.rows_like(db_url, f"{task_name}-"))
     # each tick was sent to acquire_many by about one replica, not by all four
@@ -166,7 +192,7 @@ def test_a_preferred_replica_killed_between_ticks_costs_at_most_the_tick_in_flig
         assert victim.popen.pid not in after
         _assert_shares(after, [replica.popen.pid for replica in replicas])
     finally:
-        codes = [replica.terminate() for replica in replicas]
+        codes = _stop(replicas)
         for replica in replicas:
             replica.kill()
     assert codes == [0, 0], [replica.stderr()[-2000:] for replica in replicas]
@@ -207,7 +233,7 @@ def test_a_preferred_replica_killed_mid_run_costs_only_that_run(
             "three ticks after the kill",
         )
     finally:
-        codes = [replica.terminate() for replica in survivors]
+        codes = _stop(survivors)
         victim.kill()
     assert codes == [0, 0], [replica.stderr()[-2000:] for replica in survivors]
     slots = [slot for slot, _ in ledger.entries(db_url, task_name)]
@@ -249,9 +275,9 @@ def test_a_window_too_small_for_its_members_workers_grows_until_every_tick_runs(
         settled = _next_slot() + int(RENEW_SECONDS * 1000) * 4 + 1000
         _window(db_url, task_name, settled, slots=6, tasks=tasks)
     finally:
-        codes = [replica.terminate() for replica in replicas]
+        codes = _stop(replicas)
     assert codes == [0] * 4, [replica.stderr()[-2000:] for replica in replicas]
-    _assert_once_each(db_url, task_name, tasks=tasks)
+    _assert_once_each(db_url, task_name, tasks=tasks, unrun=_unrun(replicas))
 
 
 @backend_independent(
@@ -313,13 +339,8 @@ def test_a_large_cohort_renews_at_its_pace_and_a_killed_member_costs_no_tick(
         after = _window(db_url, task_name, _next_slot(), slots=int(4 * pace) + 6)
         assert victim.popen.pid not in after
     finally:
-        codes = [replica.terminate() for replica in replicas]
+        codes = _stop(replicas)
         for replica in replicas:
             replica.kill()
     assert codes == [0, 0, 0], [replica.stderr()[-2000:] for replica in replicas]
     _assert_once_each(db_url, task_name, interrupted=killed_ms)
-
-
-def _stats(replica: Proc) -> dict[str, int]:
-    line = replica.expect("stats", timeout=10)
-    return {key: int(value) for key, value in (pair.split("=") for pair in line.split()[1:])}
