@@ -208,25 +208,28 @@ def test_a_preferred_replica_killed_between_ticks_costs_at_most_the_tick_in_flig
 def test_a_preferred_replica_killed_mid_run_costs_only_that_run(
     db_url: str, task_name: str
 ) -> None:
-    """Three replicas of one task every 2 s; the victim blocks in the first run it wins
+    """Three replicas of one task every 2 s; the first tick's winner blocks in its run
     and is killed then: a survivor runs the very next tick, whichever replica that
-    tick prefers (late pickup once the dead run's lease expires), and every later one."""
+    tick prefers (late pickup once the dead run's lease expires), and every later one.
+    (The first tick, not a chosen replica's first win: that took as many ticks as the
+    victim lost to the others.)"""
     ledger.setup(db_url)
-    survivors = [Proc("-m", "tests.support.replica", db_url, task_name, "2s") for _ in range(2)]
-    victim = Proc(
-        "-m", "tests.support.replica", db_url, task_name, "2s", env={"CRONLEASE_TEST_BLOCK": "1"}
-    )
+    block = {"CRONLEASE_TEST_BLOCK": "first"}
+    replicas = [
+        Proc("-m", "tests.support.replica", db_url, task_name, "2s", env=block) for _ in range(3)
+    ]
+    survivors = replicas
     try:
-        for replica in (*survivors, victim):
-            replica.expect("started")
-        victim_pid = victim.popen.pid
-        wait_for(
-            lambda: any(pid == victim_pid for _, pid in ledger.entries(db_url, task_name)),
-            60,
-            "the victim to win a tick",
-        )
+        # watched from the start: killed at once, before its lease is renewed past the
+        # next tick's grace (a survivor's late pickup is the claim)
+        killed_slot, victim_pid = wait_for(
+            lambda: ledger.entries(db_url, task_name), 30, "the first tick to run"
+        )[0]
+        (victim,) = (replica for replica in replicas if replica.popen.pid == victim_pid)
         victim.kill()
-        killed_slot = max(s for s, pid in ledger.entries(db_url, task_name) if pid == victim_pid)
+        survivors = [replica for replica in replicas if replica is not victim]
+        for replica in survivors:
+            replica.expect("started")
         wait_for(
             lambda: sum(s > killed_slot for s, _ in ledger.entries(db_url, task_name)) >= 3,
             30,
@@ -234,7 +237,8 @@ def test_a_preferred_replica_killed_mid_run_costs_only_that_run(
         )
     finally:
         codes = _stop(survivors)
-        victim.kill()
+        for replica in replicas:
+            replica.kill()
     assert codes == [0, 0], [replica.stderr()[-2000:] for replica in survivors]
     slots = [slot for slot, _ in ledger.entries(db_url, task_name)]
     assert len(slots) == len(set(slots)), "a slot ran twice"
