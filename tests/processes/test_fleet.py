@@ -15,12 +15,13 @@ costs no tick either.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections import Counter, defaultdict
 
 import pytest
 
-from cronlease._run.acquisition.membership import RENEW_SECONDS
+from cronlease._run.acquisition.membership import PAST_PROMISE, RENEW_SECONDS
 from tests.support import ledger
 from tests.support.backends import backend_independent
 from tests.support.batch_replica import read_stats, read_unrun
@@ -299,9 +300,10 @@ def test_a_large_cohort_renews_at_its_pace_and_a_killed_member_costs_no_tick(
     overdue (up to two paces and 2 s), then every member checks until the change
     settles — every tick runs once, but the one in flight at the kill."""
     ledger.setup(db_url)
+    rate = 1  # renewals a second, the cohort's
     env = {
         "CRONLEASE_TEST_ACTIVE": "2",
-        "CRONLEASE_TEST_RENEWALS_PER_SECOND": "1",
+        "CRONLEASE_TEST_RENEWALS_PER_SECOND": str(rate),
         **SAY_HOLDER,
     }
     replicas = [_replica(db_url, task_name, env=env) for _ in range(4)]
@@ -311,7 +313,7 @@ def test_a_large_cohort_renews_at_its_pace_and_a_killed_member_costs_no_tick(
             holders[replica.expect("holder").split()[1]] = replica
         for replica in replicas:
             replica.expect("started")
-        pace = 4 / 1
+        pace = 4 / rate
         # each row soon promises its next renewal a pace ahead (and lives 4 s past it)
         wait_for(
             lambda: (
@@ -321,26 +323,36 @@ def test_a_large_cohort_renews_at_its_pace_and_a_killed_member_costs_no_tick(
             3 * pace,
             lambda: f"member rows at the cohort's pace: {member_rows(db_url, holders)}",
         )
-        # and keeps it: watched over three paces, every row renewed about three times
+        # and keeps it: watched until every row renewed twice more (two paces)
         seen: dict[str, set[float]] = defaultdict(set)
 
-        def watched() -> bool:
+        def renewed_twice() -> bool:
             for holder, (renewed_at, _) in member_rows(db_url, holders).items():
                 seen[holder].add(renewed_at)
-            return False
+            return len(seen) == 4 and all(len(times) >= 3 for times in seen.values())
 
-        until = time.time() + 3 * pace
         wait_for(
-            lambda: watched() or time.time() >= until, 3 * pace + 5, "three paces", interval=0.25
+            renewed_twice, 3 * pace + 5, lambda: f"two renewals of each: {seen}", interval=0.25
         )
         gaps = [b - a for times in seen.values() for a, b in itertools.pairwise(sorted(times))]
-        assert len(gaps) >= 4 and min(gaps) > RENEW_SECONDS + 0.5, sorted(gaps)
+        assert len(gaps) >= 8 and min(gaps) > RENEW_SECONDS + 0.5, sorted(gaps)
         wait_for(lambda: 0.4 < time.time() % 1 < 0.6, 2, "the middle of a second", interval=0.01)
         victim = replicas.pop(0)
         victim.kill()
         killed_ms = int(time.time() * 1000)
-        # seen within 2 paces + 2 s; unsettled a pace + 4 s more: every tick still runs
-        after = _window(db_url, task_name, _next_slot(), slots=int(4 * pace) + 6)
+        start_ms = _next_slot()
+        (gone,) = (holder for holder, replica in holders.items() if replica is victim)
+        survivors = [holder for holder in holders if holder != gone]
+        # Seen overdue within two paces and 2 s of the kill; its row expires a pace and
+        # 4 s after its last renewal, each survivor reads it gone at its first renewal
+        # past that (within a pace), and its view settles the cohort's new pace (three
+        # members: 3 s) and 4 s after that read. Every tick still runs, watched through
+        # the last survivor's settling and an instant past it (and a second for the
+        # read's own latency).
+        read_gone = _read_gone(db_url, gone, survivors, timeout=3 * pace + 10)
+        settled = read_gone + max(RENEW_SECONDS, 3 / rate) + PAST_PROMISE
+        end_ms = (math.ceil(settled) + 2) * 1000
+        after = _window(db_url, task_name, start_ms, slots=(end_ms - start_ms) // 1000)
         assert victim.popen.pid not in after
     finally:
         codes = _stop(replicas)
@@ -348,3 +360,24 @@ def test_a_large_cohort_renews_at_its_pace_and_a_killed_member_costs_no_tick(
             replica.kill()
     assert codes == [0, 0, 0], [replica.stderr()[-2000:] for replica in replicas]
     _assert_once_each(db_url, task_name, interrupted=killed_ms)
+
+
+def _read_gone(db_url: str, gone: str, survivors: list[str], timeout: float) -> float:
+    """Wait until every survivor has read the fleet without ``gone`` (a killed member):
+    renewed after its row expired (a renewal reads the live rows). The latest of those
+    first renewals (epoch seconds, the database's clock)."""
+    expiry: float | None = None
+    first: dict[str, float] = {}
+
+    def read() -> bool:
+        nonlocal expiry
+        rows = member_rows(db_url, [gone, *survivors])
+        if gone in rows:  # until a renewal past its expiry deletes it
+            expiry = rows[gone][1]
+        for holder in survivors:
+            if expiry is not None and holder in rows and rows[holder][0] > expiry:
+                first.setdefault(holder, rows[holder][0])
+        return len(first) == len(survivors)
+
+    wait_for(read, timeout, lambda: f"{survivors} to read {gone} gone: {first}", interval=0.25)
+    return max(first.values())
