@@ -15,23 +15,25 @@ costs no tick either.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections import Counter, defaultdict
 
 import pytest
 
-from cronlease._run.acquisition.membership import RENEW_SECONDS
+from cronlease._run.acquisition.membership import PAST_PROMISE, RENEW_SECONDS
 from tests.support import ledger
 from tests.support.backends import backend_independent
-from tests.support.member_rows import member_rows
-from tests.support.procs import Proc, wait_for
+from tests.support.batch_replica import read_stats, read_unrun
+from tests.support.member_rows import member_rows, wait_read_by_all
+from tests.support.procs import Proc, terminate_all, wait_for
 
 pytestmark = pytest.mark.slow
 
 TASKS = 24
 WINDOW = 6  # slots per measured window
-# until every member has read the others' rows: one renewal period, and the tick after
-SETTLE_MS = int(RENEW_SECONDS * 1000) + 1000
+#: a replica that prints its member row's holder (``holder HOLDER``) before ``started``
+SAY_HOLDER = {"CRONLEASE_TEST_SAY_HOLDER": "1"}
 
 
 def _replica(
@@ -42,6 +44,21 @@ def _replica(
     # shared server's connections: 24 tasks over 3-4 members.
     env = {"CRONLEASE_TEST_LEDGER_POOL": "10", **(env or {})}
     return Proc("-m", "tests.support.batch_replica", db_url, prefix, str(tasks), env=env)
+
+
+def _started(replica: Proc) -> str:
+    """Wait until a replica started with :data:`SAY_HOLDER` runs; its holder id."""
+    holder = replica.expect("holder").split()[1]
+    replica.expect("started")
+    return holder
+
+
+def _stop(replicas: list[Proc]) -> list[int]:
+    """SIGTERM to every replica at once; their exit statuses. Stopped one after another
+    (each waiting for its runs: 0.55 s in the window test), two could be gone before the
+    others read either leave, and a tick preferring both be tried by nobody while the
+    others still ran the task's later ticks (two leaves within a pace, design §4.4)."""
+    return terminate_all(replicas)
 
 
 def _next_slot() -> int:
@@ -81,10 +98,16 @@ def _assert_shares(runs: dict[int, int], pids: list[int]) -> None:
 
 
 def _assert_once_each(
-    db_url: str, prefix: str, *, interrupted: int | None = None, tasks: int = TASKS
+    db_url: str,
+    prefix: str,
+    *,
+    interrupted: int | None = None,
+    tasks: int = TASKS,
+    unrun: dict[tuple[str, int], list[str]] | None = None,
 ) -> None:
     """Every slot of every task once, from its first to its last; with ``interrupted``
-    (a kill's instant, ms), a task may lose the one slot its kill interrupted."""
+    (a kill's instant, ms), a task may lose the one slot its kill interrupted. ``unrun``:
+    why the replicas skipped each tick they did not run (:func:`_unrun`), to show."""
     by_task: dict[str, list[int]] = defaultdict(list)
     for task, slot, _ in ledger.rows_like(db_url, f"{prefix}-"):
         by_task[task].append(slot)
@@ -95,7 +118,18 @@ def _assert_once_each(
         missing = set(range(min(slots), max(slots) + 1000, 1000)) - set(slots)
         if interrupted is not None:  # the tick in flight at the kill, at most
             missing -= {max((s for s in missing if s <= interrupted), default=-1)}
-        assert not missing, (task, sorted(missing))
+        # a slot no replica says it skipped was left to peers by every one of them
+        assert not missing, (task, {s: (unrun or {}).get((task, s), []) for s in sorted(missing)})
+
+
+def _unrun(replicas: list[Proc]) -> dict[tuple[str, int], list[str]]:
+    """Why the replicas (stopped with SIGTERM) skipped the ticks they did not run."""
+    reasons: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for replica in replicas:
+        read_stats(replica)  # the line before
+        for tick, reason in read_unrun(replica).items():
+            reasons[tick].append(reason)
+    return reasons
 
 
 @backend_independent(
@@ -107,25 +141,27 @@ def test_runs_spread_over_the_fleet_and_move_to_a_member_that_joins(
     db_url: str, task_name: str
 ) -> None:
     ledger.setup(db_url)
-    replicas = [_replica(db_url, task_name) for _ in range(3)]
+    replicas = [_replica(db_url, task_name, env=SAY_HOLDER) for _ in range(3)]
     try:
-        for replica in replicas:
-            replica.expect("started")
+        holders = [_started(replica) for replica in replicas]
         pids = [replica.popen.pid for replica in replicas]
-        # every member's view has the others from its next membership read on
-        _assert_shares(_window(db_url, task_name, _next_slot() + SETTLE_MS), pids)
-        newcomer = _replica(db_url, task_name)
+        # measured once every member's view has the others: its next membership read
+        wait_read_by_all(db_url, holders)
+        _assert_shares(_window(db_url, task_name, _next_slot()), pids)
+        newcomer = _replica(db_url, task_name, env=SAY_HOLDER)
         replicas.append(newcomer)
-        newcomer.expect("started")
+        old = list(holders)
+        holders.append(_started(newcomer))
         pids.append(newcomer.popen.pid)
         # the others see it at their next membership read: within one renewal period
-        runs = _window(db_url, task_name, _next_slot() + SETTLE_MS)
+        wait_read_by_all(db_url, holders, readers=old)
+        runs = _window(db_url, task_name, _next_slot())
         _assert_shares(runs, pids)
     finally:
-        codes = [replica.terminate() for replica in replicas]
+        codes = _stop(replicas)
     assert codes == [0] * 4, [replica.stderr()[-2000:] for replica in replicas]
     _assert_once_each(db_url, task_name)
-    stats = [_stats(replica) for replica in replicas]
+    stats = [read_stats(replica) for replica in replicas]
     tried = sum(stat["acquire_batch_ticks"] for stat in stats)
     ran = len(ledger.rows_like(db_url, f"{task_name}-"))
     # each tick was sent to acquire_many by about one replica, not by all four
@@ -142,11 +178,11 @@ def test_a_preferred_replica_killed_between_ticks_costs_at_most_the_tick_in_flig
     db_url: str, task_name: str
 ) -> None:
     ledger.setup(db_url)
-    replicas = [_replica(db_url, task_name) for _ in range(3)]
+    replicas = [_replica(db_url, task_name, env=SAY_HOLDER) for _ in range(3)]
     try:
-        for replica in replicas:
-            replica.expect("started")
-        _window(db_url, task_name, _next_slot() + SETTLE_MS, slots=2)
+        # every member's view has the others (the victim is preferred for its share)
+        wait_read_by_all(db_url, [_started(replica) for replica in replicas])
+        _window(db_url, task_name, _next_slot(), slots=2)
         # kill -9 half-way between two ticks (the tasks take milliseconds)
         wait_for(lambda: 0.4 < time.time() % 1 < 0.6, 2, "the middle of a second", interval=0.01)
         victim = replicas.pop(0)
@@ -157,7 +193,7 @@ def test_a_preferred_replica_killed_between_ticks_costs_at_most_the_tick_in_flig
         assert victim.popen.pid not in after
         _assert_shares(after, [replica.popen.pid for replica in replicas])
     finally:
-        codes = [replica.terminate() for replica in replicas]
+        codes = _stop(replicas)
         for replica in replicas:
             replica.kill()
     assert codes == [0, 0], [replica.stderr()[-2000:] for replica in replicas]
@@ -173,33 +209,37 @@ def test_a_preferred_replica_killed_between_ticks_costs_at_most_the_tick_in_flig
 def test_a_preferred_replica_killed_mid_run_costs_only_that_run(
     db_url: str, task_name: str
 ) -> None:
-    """Three replicas of one task every 2 s; the victim blocks in the first run it wins
+    """Three replicas of one task every 2 s; the first tick's winner blocks in its run
     and is killed then: a survivor runs the very next tick, whichever replica that
-    tick prefers (late pickup once the dead run's lease expires), and every later one."""
+    tick prefers (late pickup once the dead run's lease expires), and every later one.
+    (The first tick, not a chosen replica's first win: that took as many ticks as the
+    victim lost to the others.)"""
     ledger.setup(db_url)
-    survivors = [Proc("-m", "tests.support.replica", db_url, task_name, "2s") for _ in range(2)]
-    victim = Proc(
-        "-m", "tests.support.replica", db_url, task_name, "2s", env={"CRONLEASE_TEST_BLOCK": "1"}
-    )
+    block = {"CRONLEASE_TEST_BLOCK": "first"}
+    replicas = [
+        Proc("-m", "tests.support.replica", db_url, task_name, "2s", env=block) for _ in range(3)
+    ]
+    survivors = replicas
     try:
-        for replica in (*survivors, victim):
-            replica.expect("started")
-        victim_pid = victim.popen.pid
-        wait_for(
-            lambda: any(pid == victim_pid for _, pid in ledger.entries(db_url, task_name)),
-            60,
-            "the victim to win a tick",
-        )
+        # watched from the start: killed at once, before its lease is renewed past the
+        # next tick's grace (a survivor's late pickup is the claim)
+        killed_slot, victim_pid = wait_for(
+            lambda: ledger.entries(db_url, task_name), 30, "the first tick to run"
+        )[0]
+        (victim,) = (replica for replica in replicas if replica.popen.pid == victim_pid)
         victim.kill()
-        killed_slot = max(s for s, pid in ledger.entries(db_url, task_name) if pid == victim_pid)
+        survivors = [replica for replica in replicas if replica is not victim]
+        for replica in survivors:
+            replica.expect("started")
         wait_for(
             lambda: sum(s > killed_slot for s, _ in ledger.entries(db_url, task_name)) >= 3,
             30,
             "three ticks after the kill",
         )
     finally:
-        codes = [replica.terminate() for replica in survivors]
-        victim.kill()
+        codes = _stop(survivors)
+        for replica in replicas:
+            replica.kill()
     assert codes == [0, 0], [replica.stderr()[-2000:] for replica in survivors]
     slots = [slot for slot, _ in ledger.entries(db_url, task_name)]
     assert len(slots) == len(set(slots)), "a slot ran twice"
@@ -240,9 +280,9 @@ def test_a_window_too_small_for_its_members_workers_grows_until_every_tick_runs(
         settled = _next_slot() + int(RENEW_SECONDS * 1000) * 4 + 1000
         _window(db_url, task_name, settled, slots=6, tasks=tasks)
     finally:
-        codes = [replica.terminate() for replica in replicas]
+        codes = _stop(replicas)
     assert codes == [0] * 4, [replica.stderr()[-2000:] for replica in replicas]
-    _assert_once_each(db_url, task_name, tasks=tasks)
+    _assert_once_each(db_url, task_name, tasks=tasks, unrun=_unrun(replicas))
 
 
 @backend_independent(
@@ -260,10 +300,11 @@ def test_a_large_cohort_renews_at_its_pace_and_a_killed_member_costs_no_tick(
     overdue (up to two paces and 2 s), then every member checks until the change
     settles — every tick runs once, but the one in flight at the kill."""
     ledger.setup(db_url)
+    rate = 1  # renewals a second, the cohort's
     env = {
         "CRONLEASE_TEST_ACTIVE": "2",
-        "CRONLEASE_TEST_RENEWALS_PER_SECOND": "1",
-        "CRONLEASE_TEST_SAY_HOLDER": "1",
+        "CRONLEASE_TEST_RENEWALS_PER_SECOND": str(rate),
+        **SAY_HOLDER,
     }
     replicas = [_replica(db_url, task_name, env=env) for _ in range(4)]
     holders = {}
@@ -272,7 +313,7 @@ def test_a_large_cohort_renews_at_its_pace_and_a_killed_member_costs_no_tick(
             holders[replica.expect("holder").split()[1]] = replica
         for replica in replicas:
             replica.expect("started")
-        pace = 4 / 1
+        pace = 4 / rate
         # each row soon promises its next renewal a pace ahead (and lives 4 s past it)
         wait_for(
             lambda: (
@@ -282,35 +323,61 @@ def test_a_large_cohort_renews_at_its_pace_and_a_killed_member_costs_no_tick(
             3 * pace,
             lambda: f"member rows at the cohort's pace: {member_rows(db_url, holders)}",
         )
-        # and keeps it: watched over three paces, every row renewed about three times
+        # and keeps it: watched until every row renewed twice more (two paces)
         seen: dict[str, set[float]] = defaultdict(set)
 
-        def watched() -> bool:
+        def renewed_twice() -> bool:
             for holder, (renewed_at, _) in member_rows(db_url, holders).items():
                 seen[holder].add(renewed_at)
-            return False
+            return len(seen) == 4 and all(len(times) >= 3 for times in seen.values())
 
-        until = time.time() + 3 * pace
         wait_for(
-            lambda: watched() or time.time() >= until, 3 * pace + 5, "three paces", interval=0.25
+            renewed_twice, 3 * pace + 5, lambda: f"two renewals of each: {seen}", interval=0.25
         )
         gaps = [b - a for times in seen.values() for a, b in itertools.pairwise(sorted(times))]
-        assert len(gaps) >= 4 and min(gaps) > RENEW_SECONDS + 0.5, sorted(gaps)
+        assert len(gaps) >= 8 and min(gaps) > RENEW_SECONDS + 0.5, sorted(gaps)
         wait_for(lambda: 0.4 < time.time() % 1 < 0.6, 2, "the middle of a second", interval=0.01)
         victim = replicas.pop(0)
         victim.kill()
         killed_ms = int(time.time() * 1000)
-        # seen within 2 paces + 2 s; unsettled a pace + 4 s more: every tick still runs
-        after = _window(db_url, task_name, _next_slot(), slots=int(4 * pace) + 6)
+        start_ms = _next_slot()
+        (gone,) = (holder for holder, replica in holders.items() if replica is victim)
+        survivors = [holder for holder in holders if holder != gone]
+        # Seen overdue within two paces and 2 s of the kill; its row expires a pace and
+        # 4 s after its last renewal, each survivor reads it gone at its first renewal
+        # past that (within a pace), and its view settles the cohort's new pace (three
+        # members: 3 s) and 4 s after that read. Every tick still runs, watched through
+        # the last survivor's settling and an instant past it (and a second for the
+        # read's own latency).
+        read_gone = _read_gone(db_url, gone, survivors, timeout=3 * pace + 10)
+        settled = read_gone + max(RENEW_SECONDS, 3 / rate) + PAST_PROMISE
+        end_ms = (math.ceil(settled) + 2) * 1000
+        after = _window(db_url, task_name, start_ms, slots=(end_ms - start_ms) // 1000)
         assert victim.popen.pid not in after
     finally:
-        codes = [replica.terminate() for replica in replicas]
+        codes = _stop(replicas)
         for replica in replicas:
             replica.kill()
     assert codes == [0, 0, 0], [replica.stderr()[-2000:] for replica in replicas]
     _assert_once_each(db_url, task_name, interrupted=killed_ms)
 
 
-def _stats(replica: Proc) -> dict[str, int]:
-    line = replica.expect("stats", timeout=10)
-    return {key: int(value) for key, value in (pair.split("=") for pair in line.split()[1:])}
+def _read_gone(db_url: str, gone: str, survivors: list[str], timeout: float) -> float:
+    """Wait until every survivor has read the fleet without ``gone`` (a killed member):
+    renewed after its row expired (a renewal reads the live rows). The latest of those
+    first renewals (epoch seconds, the database's clock)."""
+    expiry: float | None = None
+    first: dict[str, float] = {}
+
+    def read() -> bool:
+        nonlocal expiry
+        rows = member_rows(db_url, [gone, *survivors])
+        if gone in rows:  # until a renewal past its expiry deletes it
+            expiry = rows[gone][1]
+        for holder in survivors:
+            if expiry is not None and holder in rows and rows[holder][0] > expiry:
+                first.setdefault(holder, rows[holder][0])
+        return len(first) == len(survivors)
+
+    wait_for(read, timeout, lambda: f"{survivors} to read {gone} gone: {first}", interval=0.25)
+    return max(first.values())

@@ -41,8 +41,11 @@ from tests.support.procs import Proc, wait_for
 pytestmark = pytest.mark.slow
 
 TASKS = 10
-#: the tasks' first instant, this long after the test starts the replicas
-AHEAD = 17
+#: the tasks' first instant, this long after every replica's process is up: its start,
+#: its renewal 2 s later that promises the approach, an idle window watched (4 s and
+#: more: about 6 s, a start or renewal late under load shortens it), and the kill 8 s
+#: before the instant
+AHEAD = 16
 
 
 def _forget(db_url: str, holders: Iterable[str]) -> None:
@@ -95,9 +98,8 @@ def _kill_a_pair_while_idle(
     """Three idle replicas, two killed while idle: the survivor runs every tick of the
     instant once, on time. The instant (epoch s), and when the survivor renewed."""
     ledger.setup(db_url)
-    due = math.ceil(time.time()) + AHEAD
     replicas = [
-        Proc("-m", "tests.support.idle_replica", db_url, task_name, str(TASKS), str(due), env=env)
+        Proc("-m", "tests.support.idle_replica", db_url, task_name, str(TASKS), "-", env=env)
         for _ in range(3)
     ]
     by_holder: dict[str, Proc] = {}
@@ -113,6 +115,12 @@ def _kill_a_pair_while_idle(
     try:
         for replica in replicas:
             by_holder[replica.expect("holder").split()[1]] = replica
+        # counted from here, not from the processes' start: that (with their fork
+        # server's own, on its first use) took up to 3 s on a loaded machine, and left
+        # the idle window below shorter than the 4 s it must be
+        due = math.ceil(time.time()) + AHEAD
+        for replica in replicas:
+            replica.send(f"due {due}")
         for replica in replicas:
             replica.expect("started")
         # each replica's row soon promises its next renewal only shortly before the instant
