@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import urllib.request
 import uuid
@@ -34,7 +33,7 @@ from tests.conftest import url_for
 from tests.support.attempts import abandon_runs, past_slot, record_attempts
 from tests.support.cli_forks import CliServer
 from tests.support.leases import set_lease_end, won
-from tests.support.procs import ROOT, process_gone, wait_for
+from tests.support.procs import ROOT, Proc, process_gone, wait_for
 
 CLI = [sys.executable, "-m", "cronlease"]
 BACKENDS = ["sqlite", "postgresql"]
@@ -92,55 +91,36 @@ def slots(path: Path) -> list[int]:
 
 
 class Replica:
-    """A ``cronlease`` process whose output is collected line by line as it comes."""
+    """A ``cronlease`` process (forked from the fork server: no interpreter start, see
+    tests/support/procs.py) whose output is read as it comes."""
 
     def __init__(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
-        self.process = subprocess.Popen(
-            [*CLI, *args],
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(env),
-        )
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        self._readers = [
-            threading.Thread(target=self._read, args=(stream,), daemon=True)
-            for stream in (self.process.stdout, self.process.stderr)
-        ]
-        for reader in self._readers:
-            reader.start()
+        self._proc = Proc("-m", "cronlease", *args, env=_env(env), cwd=cwd, inherit_env=False)
+        self.process = self._proc.popen
 
-    def _read(self, stream: Any) -> None:
-        for line in stream:
-            with self._changed:
-                self.lines.append(line.rstrip("\n"))
-                self._changed.notify_all()
+    @property
+    def lines(self) -> list[str]:
+        """Its complete lines so far: its log (stderr) in order, then what it printed."""
+        log = self._proc.stderr().splitlines(keepends=True)
+        return [line.rstrip("\n") for line in log if line.endswith("\n")] + list(self._proc.drain())
 
     @property
     def output(self) -> str:
-        with self._changed:
-            return "\n".join(self.lines)
+        return "\n".join(self.lines)
 
     def wait_for_log(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
         regex = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                for line in self.lines:
-                    match = regex.search(line)
-                    if match:
-                        return match
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or (self.process.poll() is not None and not self._reading()):
-                    raise AssertionError(
-                        f"no log line matching {pattern!r}:\n" + "\n".join(self.lines)
-                    )
-                self._changed.wait(min(remaining, 0.2))
 
-    def _reading(self) -> bool:
-        return any(reader.is_alive() for reader in self._readers)
+        def found() -> re.Match[str] | None:
+            ended = self.process.poll() is not None  # before reading: all it wrote is there
+            if ended:
+                self._proc.read_to_end()
+            match = next((m for line in self.lines if (m := regex.search(line))), None)
+            if match is None and ended:
+                raise AssertionError(f"no log line matching {pattern!r}:\n{self.output}")
+            return match
+
+        return wait_for(found, timeout, lambda: f"a line matching {pattern!r}:\n{self.output}")
 
     @property
     def holder(self) -> str:
@@ -152,14 +132,11 @@ class Replica:
 
     def wait(self, timeout: float = 30.0) -> int:
         code = self.process.wait(timeout)
-        for reader in self._readers:
-            reader.join(5)
+        self._proc.read_to_end()
         return code
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
+        self._proc.kill()
 
 
 @pytest.fixture
