@@ -120,7 +120,9 @@ class Replica:
                 raise AssertionError(f"no log line matching {pattern!r}:\n{self.output}")
             return match
 
-        return wait_for(found, timeout, lambda: f"a line matching {pattern!r}:\n{self.output}")
+        match = wait_for(found, timeout, lambda: f"a line matching {pattern!r}:\n{self.output}")
+        assert match is not None
+        return match
 
     @property
     def holder(self) -> str:
@@ -895,25 +897,15 @@ def test_the_example_config_runs_a_call_task_and_a_command_task(
 @contextmanager
 def web_page(tmp_path: Path, *args: str) -> Iterator[str]:
     """``cronlease web --port 0`` running: its page's URL; SIGTERM ends it, with status 0."""
-    proc = subprocess.Popen(
-        [*CLI, "web", "--port", "0", *args],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
+    proc = Proc(
+        "-m", "cronlease", "web", "--port", "0", *args, env=_env(), cwd=tmp_path, inherit_env=False
     )
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # blocks until the server listens (or the process dies)
-        assert line.startswith("status page on http://127.0.0.1:"), (
-            proc.stderr.read() if proc.stderr else ""
-        )
+        line = proc.expect("status page on http://127.0.0.1:")  # said once the server listens
         yield line.split(" on ", 1)[1].strip()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=30)
-    assert code == 0
+        code = proc.terminate()
+    assert code == 0, proc.stderr()
 
 
 def get_json(url: str) -> Any:
