@@ -3,9 +3,8 @@
 Each test starts the real server (uvicorn, gunicorn, Django under gunicorn plus
 ``manage.py cronlease run``) as a subprocess on one database, waits until the
 scheduler of every worker handles ticks, counts at least three more ticks of an
-``every="1s"`` task at the ledger (each one contested by every worker), stops the
-servers with SIGTERM and checks that they exit cleanly and that every slot between
-the first and the last ran once.
+``every="1s"`` task at the ledger, stops the servers with SIGTERM and checks that
+they exit cleanly and that every slot between the first and the last ran once.
 """
 
 from __future__ import annotations
