@@ -181,7 +181,10 @@ def test_the_watcher_abandons_a_paused_tasks_dead_run(
 def test_a_crash_of_every_replica_recovers_each_slot_once(
     db_url: str, lease_store: LeaseStore, task_name: str
 ) -> None:
-    tasks = 100
+    restarts = 4
+    # twice what the restarted replicas' first passes may start together: each of them
+    # needs several passes, and each pass has more candidates than it may start
+    tasks = 2 * restarts * ATTEMPTS_PER_PASS
     anchor = soon()  # the restarted replicas' schedule is the crashed ones'
     crashed = replicas(
         db_url, task_name, tasks, 2, hold="block", workers="128", every="20s", anchor=anchor
@@ -194,10 +197,17 @@ def test_a_crash_of_every_replica_recovers_each_slot_once(
         for proc in crashed:
             proc.kill()
         # four, racing for the same oldest candidates: each pass of each starts at most
-        # ATTEMPTS_PER_PASS, so the 100 recoveries take several passes of each (with two,
-        # twice as many: 1.5 s more of waiting)
+        # ATTEMPTS_PER_PASS, so the recoveries take several passes of each (with two,
+        # twice as many passes: more waiting)
         restarted = replicas(
-            db_url, task_name, tasks, 4, workers="128", every="20s", work="0.3", anchor=anchor
+            db_url,
+            task_name,
+            tasks,
+            restarts,
+            workers="128",
+            every="20s",
+            work="0.3",
+            anchor=anchor,
         )
         wait_for(
             lambda: (

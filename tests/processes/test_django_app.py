@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,8 +24,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect
 
+from cronlease import LeaseStore
 from tests.conftest import url_for
 from tests.support import databases, ledger
+from tests.support.attempts import past_slot, record_attempts
 from tests.support.django_project import start_run, write_project
 from tests.support.ledger import assert_every_slot_once
 from tests.support.procs import ROOT, wait_for
@@ -58,6 +61,37 @@ def python(
     return subprocess.run(
         [sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def pythons(
+    cwd: Path, env: dict[str, str], *argvs: list[str], timeout: float = 120
+) -> list[subprocess.CompletedProcess[str]]:
+    """:func:`python` for each of ``argvs``, all started at once: commands that neither
+    write nor depend on each other, whose interpreter and Django starts then overlap."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, *argv],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for argv in argvs
+    ]
+    try:
+        deadline = time.monotonic() + timeout
+        done = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+        return done
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -127,21 +161,28 @@ def test_manage_py_cronlease_lists_the_commands_it_runs_and_hints_at_them(
     manage = write_project(tmp_path, url)
     env = project_env(tmp_path, url, task_name)
 
-    def manage_py(*words: str) -> subprocess.CompletedProcess[str]:
-        return python(tmp_path, env, str(manage), *words)
-
-    shown = manage_py("cronlease", "--help")
+    # none of them writes: they run at once
+    shown, django_help, status, web = pythons(
+        tmp_path,
+        env,
+        *(
+            [str(manage), *words]
+            for words in (
+                ["cronlease", "--help"],
+                ["help", "cronlease"],  # Django's own way to ask
+                ["cronlease", "status"],  # a fresh file: the hint names what works here
+                ["cronlease", "web"],
+            )
+        ),
+    )
     assert shown.returncode == 0, shown.stderr
     assert listed_commands(shown.stdout) == DJANGO_COMMANDS, shown.stdout
     assert "import-crontab" not in shown.stdout and "settings.CRONLEASE" in shown.stdout
     assert "--database" not in shown.stdout
-    django_help = manage_py("help", "cronlease")  # Django's own way to ask
     assert listed_commands(django_help.stdout) == DJANGO_COMMANDS, django_help.stdout
-    status = manage_py("cronlease", "status")  # a fresh file: the hint names what works here
     assert status.returncode == 0, status.stderr
     assert task_name in status.stdout
     assert "a replica or manage.py cronlease init-db creates them" in status.stdout
-    web = manage_py("cronlease", "web")
     assert web.returncode == 2
     offered = ", ".join(DJANGO_COMMANDS)
     assert f"manage.py cronlease runs {offered}; for web, use cronlease" in web.stderr
@@ -288,12 +329,11 @@ def test_a_plain_django_setup_and_manage_py_check_write_nothing(
         "request_started.send(sender=WSGIHandler)\n"
         "print(scheduler.running)\n"
     )
-    setup = python(tmp_path, env, "-c", script)
+    setup, check = pythons(tmp_path, env, ["-c", script], [str(manage), "check"])
     assert setup.returncode == 0, setup.stderr
     declared, running = setup.stdout.split()
     assert declared == repr([task_name])  # declared from ledgerapp/tasks.py
     assert running == "False"
-    check = python(tmp_path, env, str(manage), "check")
     assert check.returncode == 0, check.stderr
     engine = create_engine(url)
     try:
@@ -309,12 +349,13 @@ def test_a_settings_mistake_exits_2_naming_the_setting_task_and_key(
     bad = 'CRONLEASE = {"TASKS": {"nightly": {"call": "ledgerapp.tasks:attach", "every": "5q"}}}\n'
     manage = write_project(tmp_path, url, bad)
     env = project_env(tmp_path, url, task_name)
-    result = python(tmp_path, env, str(manage), "cronlease", "run", timeout=60)
+    result, check = pythons(
+        tmp_path, env, [str(manage), "cronlease", "run"], [str(manage), "check"], timeout=60
+    )
     assert result.returncode == 2, result.stderr
     assert "settings.CRONLEASE: task 'nightly', key 'every':" in result.stderr
     assert "Traceback" not in result.stderr
-    assert not Path(url.removeprefix("sqlite:///")).exists()  # started nothing
-    check = python(tmp_path, env, str(manage), "check")
+    assert not Path(url.removeprefix("sqlite:///")).exists()  # started nothing (nor did check)
     assert check.returncode != 0
     assert "cronlease.E001" in check.stderr and "key 'every'" in check.stderr
 
@@ -367,24 +408,18 @@ def test_the_admin_index_links_the_pages_for_whom_django_permits(
     tmp_path: Path, task_name: str
 ) -> None:
     url = url_for("sqlite", tmp_path)
-    manage = write_project(tmp_path, url, ADMIN_SETTINGS)
+    write_project(tmp_path, url, ADMIN_SETTINGS)
     (tmp_path / "project_urls.py").write_text(ADMIN_URLS)
     (tmp_path / "project_admin_urls.py").write_text(ADMIN_ONLY_URLS)
-    ledger.setup(url)
     env = project_env(tmp_path, url, task_name)
-    replica = subprocess.Popen(
-        [sys.executable, str(manage), "cronlease", "run"],
-        cwd=tmp_path,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:  # one run recorded, for the pages to show
-        wait_for(lambda: ledger.entries(url, task_name), timeout=30, message="a first run")
+    # one run recorded, for the pages to show, through the statements a replica's run
+    # uses (a replica started for it spent seconds starting Django and stopping)
+    store = LeaseStore.from_url(url)
+    try:
+        store.create_tables()
+        record_attempts(store, task_name, past_slot(60), ["succeeded"])
     finally:
-        replica.send_signal(signal.SIGTERM)
-        assert replica.wait(timeout=30) == 0
+        store.dispose()
     pages = python(
         tmp_path, env, "-m", "tests.support.django_admin_pages", task_name, "project_admin_urls"
     )

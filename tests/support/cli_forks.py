@@ -13,8 +13,10 @@ true`` keeps them so, otherwise newlines are read as ``text=True`` reads them.
 
 Why: a test with sixty malformed config files paid sixty interpreter starts
 and imports (17 s of a CI worker); a fork costs milliseconds. The child has
-imported nothing a fresh ``python -m cronlease`` would not (cronlease, its
-dependencies, the stdlib), and no thread or connection exists before the fork.
+imported nothing but what a fresh ``python -m cronlease`` imports (cronlease, its
+dependencies, the stdlib) and the database drivers, which a fresh one imports at
+its first connection (a quarter of a second of each command against a server
+here), and no thread or connection exists before the fork.
 
 :class:`CliServer` keeps one such process for a test module's many short
 commands (``status``, ``history``, ``pause``...): the same answer as
@@ -24,6 +26,7 @@ interpreter start (about a second of CPU each on the CI machine).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -177,7 +180,21 @@ class CliServer:
             self._process = None
 
 
+#: imported once, before the first fork (a driver not installed: the command fails as
+#: a fresh interpreter's would, importing it)
+DRIVERS = (
+    "psycopg",
+    "pymysql",
+    "sqlalchemy.dialects.postgresql.psycopg",
+    "sqlalchemy.dialects.mysql.pymysql",
+    "sqlalchemy.dialects.sqlite.pysqlite",
+)
+
+
 def main() -> None:
+    for name in DRIVERS:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
     for line in sys.stdin:
         print(json.dumps(run(json.loads(line))), flush=True)
 

@@ -42,19 +42,27 @@ class Proc:
     """A child process whose stdout lines are read by a thread, so reads can time out."""
 
     def __init__(
-        self, *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        prefix: tuple[str, ...] = (),
+        cwd: Path = ROOT,
+        inherit_env: bool = True,
     ) -> None:
-        """``prefix``: a command that execs Python (``ip netns exec NAME``)."""
+        """``prefix``: a command that execs Python (``ip netns exec NAME``). ``cwd``: its
+        working directory. ``inherit_env=False``: ``env`` (and ``PYTHONPATH``) is its whole
+        environment, not additions to the test's."""
         # the child's stderr is this same open file, one file offset shared by both:
         # the child appends, and stderr() reads without moving the offset (pread)
         self.stderr_file = tempfile.TemporaryFile(mode="a+")  # noqa: SIM115 (lives with the process)
-        full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+        base = os.environ if inherit_env else {}
+        full_env = {**base, "PYTHONPATH": str(ROOT), **(env or {})}
         forked = None
         if not prefix and forkable(args, full_env):
-            forked = _zygote_start(args, full_env, self.stderr_file)
+            forked = _zygote_start(args, full_env, self.stderr_file, cwd)
         self.popen: subprocess.Popen[str] | Forked = forked or subprocess.Popen(
             [*prefix, sys.executable, *args],
-            cwd=ROOT,
+            cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr_file,
@@ -94,6 +102,20 @@ class Proc:
         while True:
             try:
                 line = self._lines.get_nowait()
+            except queue.Empty:
+                return self.output
+            if line is None:
+                self._lines.put(None)  # keep the end for expect()
+                return self.output
+            self.output.append(line)
+
+    def read_to_end(self, timeout: float = 5.0) -> list[str]:
+        """Every stdout line, once the child's stdout is closed (it ended) or ``timeout``
+        seconds have passed (a process it left running may hold its stdout open)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return self.output
             if line is None:
@@ -230,13 +252,13 @@ class _Zygote:
                 self.popen.wait()
         self.dir.cleanup()
 
-    def start(self, args: tuple[str, ...], env: dict[str, str], stderr: int) -> Forked:
+    def start(self, args: tuple[str, ...], env: dict[str, str], stderr: int, cwd: Path) -> Forked:
         child_in, our_in = os.pipe()
         our_out, child_out = os.pipe()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             conn.connect(self.path)
-            request = {"module": args[1], "args": list(args[2:]), "cwd": str(ROOT), "env": env}
+            request = {"module": args[1], "args": list(args[2:]), "cwd": str(cwd), "env": env}
             socket.send_fds(conn, [json.dumps(request).encode()], [child_in, child_out, stderr])
             conn.settimeout(30)
             answer = conn.recv(64)
@@ -260,13 +282,15 @@ _zygote: _Zygote | None = None
 _zygote_lock = threading.Lock()
 
 
-def _zygote_start(args: tuple[str, ...], env: dict[str, str], stderr_file: object) -> Forked:
+def _zygote_start(
+    args: tuple[str, ...], env: dict[str, str], stderr_file: object, cwd: Path
+) -> Forked:
     global _zygote
     with _zygote_lock:
         if _zygote is None or _zygote.popen.poll() is not None:
             _zygote = _Zygote()
         zygote = _zygote
-    return zygote.start(args, env, stderr_file.fileno())  # type: ignore[attr-defined]
+    return zygote.start(args, env, stderr_file.fileno(), cwd)  # type: ignore[attr-defined]
 
 
 def terminate_all(procs: Iterable[Proc], timeout: float = 30.0) -> list[int]:

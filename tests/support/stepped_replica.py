@@ -4,7 +4,7 @@ Declares ``PREFIX-every`` (every 1 s) and ``PREFIX-cron`` (``* * * * *``);
 with ``CRONLEASE_TEST_SOLO=1`` also ``PREFIX-solo`` (every 1 s), a task no
 other replica declares, so its runs show that this replica's own timer fires.
 Each run appends (task, slot, pid, the database clock at its start, the
-monotonic clock then) to ``cronlease_test_step_ledger``: the database's
+monotonic clock just after) to ``cronlease_test_step_ledger``: the database's
 time, not this process's wall clock, which the test fakes; the monotonic
 clock is the host's, unfaked and shared with the test. Every tick it decides is logged to stderr
 as ``TICK <task> <slot> <started|reason>``, so the test sees it fire even
@@ -83,8 +83,12 @@ def main() -> None:
     scheduler = Scheduler(url)
 
     def record(ctx: RunContext) -> None:
-        started = time.monotonic()
         at = scheduler.store.database_time()
+        # read after the database clock: a run that read a stepped-back clock then has a
+        # monotonic reading after the step too (read before it, a run held up between the
+        # two reads on a loaded machine looked started before the step back though the
+        # clock it read was the stepped-back one)
+        started = time.monotonic()
         with _engine(url).begin() as conn:
             conn.execute(
                 step_ledger.insert().values(
