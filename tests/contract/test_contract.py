@@ -174,19 +174,21 @@ def test_later_slot_is_granted_after_expiry_and_not_before(
     started = time.monotonic()
     take(store, task_name, base_slot, ttl=SHORT_TTL)
     first = lease_row(store, task_name)
-    refused = 0
+    answers: list[tuple[float, bool]] = []  # (seconds since started when answered, won)
 
     def attempt() -> Lease | None:
-        nonlocal refused
         lease = won(store.acquire(request(task_name, base_slot + 1)))
-        if lease is None:
-            refused += 1
+        answers.append((time.monotonic() - started, lease is not None))
         return lease
 
     second = wait_for(attempt, timeout=5.0)
     elapsed = time.monotonic() - started
 
-    assert refused >= 1, "the lease was granted at once, before its TTL elapsed"
+    # An attempt answered within the TTL of the start was sent before the lease expired:
+    # refused. (On a loaded machine the first answer can come later than that; the
+    # database clock's check below holds whenever it comes.)
+    early = [won_it for answered, won_it in answers if answered < SHORT_TTL]
+    assert not any(early), f"granted before its TTL elapsed: {answers}"
     assert second.fence == 2
     # Granted no earlier than the first lease's expiry, on the database clock ...
     row = lease_row(store, task_name)

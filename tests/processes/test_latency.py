@@ -7,14 +7,9 @@ more. The CI machine's kernel has no ``sch_netem``, so ``tc qdisc ... netem
 delay`` (the usual tool) is not available; the proxy's per-direction queue
 forwards each chunk at its own due time: a one-way delay, not a throttle. The
 replicas run on loopback: a network namespace would add nothing here (the
-delay is the proxy's, and no packet is dropped). The far replicas start on a
-fast link and the delay goes on once all three run, before the window: their
-start through it (first contact, schema check, membership: some 16 round
-trips, 8-9 s) is not what is counted, and from then on every chunk each way,
-on the connections they hold as on new ones, is 250 ms late (a statement
-through the proxy, timed in the window, shows it). Counted at the
-ledger, which every replica writes straight to the database (its time is not
-the protocol's), over a 20 s window (120 slots):
+delay is the proxy's, and no packet is dropped). Counted at the ledger, which
+every replica writes straight to the database (its time is not the
+protocol's), over a 20 s window (120 slots):
 
 - no (task, slot) runs twice;
 - at most ``MAX_MISSED`` = 60 slots (half) are missed. Why that bound: a tick
@@ -29,12 +24,10 @@ the protocol's), over a 20 s window (120 slots):
   round trips (~1.1 s), and a lease won past the grace is released unrun.
   With ``grace="2s"`` they win ticks of their own — asserted.
 
-Measured (2 cores; benchmarks/README.md), the far replicas started through the
-delay: default grace: 21 to 31 of 120 missed (four runs), the far replicas won
-0; grace 2 s: 11 to 17 missed, the far replicas won 2 + 4, 7 + 6 and 9 + 4;
-29-33 s of wall time a case. Started without it (six runs each, the machine
-loaded by other tests): default grace 24 to 41 missed, the far replicas won 0;
-grace 2 s: 8 to 21 missed, they won 6 to 14; 23-25 s a case. Nothing ran twice.
+Measured (2 cores; benchmarks/README.md): default grace: 21 to 31 of 120
+missed (four runs), the far replicas won 0; grace 2 s: 11 to 17 missed, the
+far replicas won 2 + 4, 7 + 6 and 9 + 4. Nothing ran twice. Each case: 29-33 s of wall time,
+8-9 s of it the far replicas' start (some 16 round trips through the delay).
 """
 
 from __future__ import annotations
@@ -46,7 +39,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -72,7 +64,6 @@ def test_replicas_behind_latency_run_no_slot_twice(
     ledger.setup(url)
     parsed = make_url(url)
     proxy = TcpProxy(parsed.host or "127.0.0.1", parsed.port or 5432, delay=DELAY)
-    proxy.delay = 0.0  # until all three run (the module docstring says why)
     proxy.up()
     far_url = parsed.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
     env = {"CRONLEASE_TEST_GRACE": grace}
@@ -86,12 +77,8 @@ def test_replicas_behind_latency_run_no_slot_twice(
         procs.extend(far)
         for proc in procs:
             proc.expect("started", 60)
-        proxy.delay = DELAY  # every chunk read from now on; the window's first tick is later
         started = time.time()
         first = math.ceil(started)
-        # the far path is slow from here on (checked within the window, costing it nothing)
-        trip = round_trip(make_url(far_url).set(drivername="postgresql").render_as_string(False))
-        assert trip >= 2 * DELAY, f"a statement through the proxy took {trip:.3f} s"
         # A duration measured, not a wait for something: the window, up to the instant
         # past which no run of its last slot can begin (a tick started later is skipped,
         # a lease won later is released unrun). A stop waits for the acquisitions in
@@ -124,8 +111,7 @@ def test_replicas_behind_latency_run_no_slot_twice(
         if " WARNING " in line or " ERROR " in line
     ]
     print(
-        f"grace {grace or 'default'}: start-up {started - began:.1f} s, wall {ended - began:.1f} s,"
-        f" SELECT 1 through the proxy {trip:.2f} s;"
+        f"grace {grace or 'default'}: start-up {started - began:.1f} s, wall {ended - began:.1f} s;"
         f" {len(expected)} slots: near {wins[near.popen.pid]}, far {far_wins},"
         f" missed {len(missed)}; WARNING/ERROR lines {len(said)}"
     )
@@ -137,14 +123,6 @@ def test_replicas_behind_latency_run_no_slot_twice(
     assert not outage, outage
     if grace:
         assert sum(far_wins) > 0, "the replicas behind the latency won no tick"
-
-
-def round_trip(url: str) -> float:
-    """Seconds ``SELECT 1`` takes on a connection to ``url`` (libpq's form)."""
-    with psycopg.connect(url, connect_timeout=10) as conn:
-        began = time.monotonic()
-        conn.execute("SELECT 1")
-        return time.monotonic() - began
 
 
 def test_the_proxy_delays_every_chunk_each_way_not_the_stream() -> None:

@@ -9,9 +9,6 @@ was read, in order, by a forwarding thread per direction that sleeps until
 each chunk's due time — a round trip through the proxy takes ``2 * delay``
 more, whatever the throughput (chunks read meanwhile are queued, not held
 back behind each other's delays). The end of a stream is delayed as well.
-``delay`` may be changed while the proxy runs (a proxy made with a delay keeps its
-queues; one made without cannot be given one): each chunk read from then on, on
-connections open or new, takes the new value; the queues keep the order.
 What is not delayed: the TCP handshake with the proxy (the kernel's), so a
 new connection costs one round trip less than on a real slow link. The kernel
 here has no ``sch_netem``, so ``tc ... netem delay`` cannot do this.
@@ -40,8 +37,6 @@ class TcpProxy:
         if not delay >= 0:
             raise ValueError("delay must be 0 or more seconds")
         self.delay = float(delay)
-        # made with a delay: every connection gets the queues, so the delay can change
-        self._queued = self.delay > 0
         probe = socket.socket()
         probe.bind((host, 0))
         self.port: int = probe.getsockname()[1]
@@ -88,7 +83,7 @@ class TcpProxy:
                     return
                 self._sockets.update((client, server))
             for source, target in ((client, server), (server, client)):
-                if self._queued:
+                if self.delay:
                     self._delayed(source, target)
                 else:
                     threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
