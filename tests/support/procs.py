@@ -99,15 +99,7 @@ class Proc:
 
     def drain(self) -> list[str]:
         """Every stdout line so far, without waiting (for tests watching several processes)."""
-        while True:
-            try:
-                line = self._lines.get_nowait()
-            except queue.Empty:
-                return self.output
-            if line is None:
-                self._lines.put(None)  # keep the end for expect()
-                return self.output
-            self.output.append(line)
+        return self.read_to_end(timeout=0.0)
 
     def read_to_end(self, timeout: float = 5.0) -> list[str]:
         """Every stdout line, once the child's stdout is closed (it ended) or ``timeout``
