@@ -58,9 +58,7 @@ def python(
     cwd: Path, env: dict[str, str], *argv: str, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """``python ARGV`` in the project: a real ``manage.py`` or a support script."""
-    return subprocess.run(
-        [sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    return pythons(cwd, env, list(argv), timeout=timeout)[0]
 
 
 def pythons(

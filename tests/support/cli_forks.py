@@ -26,7 +26,6 @@ interpreter start (about a second of CPU each on the CI machine).
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from cronlease.cli import main as cli_main
+from tests.support.zygote import preload
 
 TIMEOUT_SECONDS = 60
 
@@ -180,21 +180,8 @@ class CliServer:
             self._process = None
 
 
-#: imported once, before the first fork (a driver not installed: the command fails as
-#: a fresh interpreter's would, importing it)
-DRIVERS = (
-    "psycopg",
-    "pymysql",
-    "sqlalchemy.dialects.postgresql.psycopg",
-    "sqlalchemy.dialects.mysql.pymysql",
-    "sqlalchemy.dialects.sqlite.pysqlite",
-)
-
-
 def main() -> None:
-    for name in DRIVERS:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+    preload()  # the replicas' fork server's imports (the drivers among them), once
     for line in sys.stdin:
         print(json.dumps(run(json.loads(line))), flush=True)
 

@@ -54,7 +54,8 @@ PRELOAD = (
 )
 
 
-def _preload() -> None:
+def preload() -> None:
+    """Import :data:`PRELOAD` and freeze it (for this module's server and the CLI's)."""
     for name in PRELOAD:
         # a driver not installed: the child imports what it needs, and fails as it would
         with contextlib.suppress(ImportError):
@@ -84,7 +85,7 @@ def _reap(children: dict[int, socket.socket]) -> None:
 
 def serve(path: str) -> dict[str, Any] | None:
     """Fork a child per request until stdin closes. Returns, in a child, its request."""
-    _preload()
+    preload()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(64)
